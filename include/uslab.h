@@ -1,0 +1,201 @@
+/*
+ * uslab: a user-space slab allocator after Linux SLUB.
+ *
+ * One public header. Every function says what it returns, what errno means
+ * and who may call it. Internal symbols are hidden; everything exported
+ * starts with uslab_ / USLAB_.
+ *
+ * Thread safety: every function may be called from any thread, except that
+ * uslab_cache_destroy() must not race with other calls on the same cache
+ * (the same contract as kmem_cache_destroy()).
+ */
+#ifndef USLAB_H
+#define USLAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define USLAB_API __attribute__((visibility("default")))
+#else
+#define USLAB_API
+#endif
+
+/* ======================================================================
+ * Object caches
+ * ====================================================================== */
+
+struct uslab_cache;
+
+/* Cache flags for uslab_cache_create(). */
+/* Align objects to the hardware cache line (64 bytes), or to the largest
+ * power of two half of it that still exceeds the object size, as SLUB does
+ * for SLAB_HWCACHE_ALIGN. */
+#define USLAB_HWCACHE_ALIGN  0x00002000UL
+/* Never merge this cache with another one (cache merging comes later; the
+ * flag is accepted now so that callers can state their intent). */
+#define USLAB_NO_MERGE       0x01000000UL
+
+/* Longest cache name accepted, not counting the terminating NUL. */
+#define USLAB_NAME_MAX 63
+
+/* Largest object a cache can hold, in bytes (before alignment padding). */
+#define USLAB_CACHE_MAX_SIZE (1024UL * 1024UL)
+
+/*
+ * Create a cache of objects of `size` bytes.
+ *
+ * align: 0 for the default (8 bytes, or 16 when size >= 16, as malloc
+ *        would), or a power of two; objects are aligned to it. Alignments
+ *        above the page size are honoured by using larger slabs.
+ * flags: USLAB_HWCACHE_ALIGN, USLAB_NO_MERGE; other bits are EINVAL.
+ * ctor:  optional constructor. SLUB semantics: it runs once per object when
+ *        the slab holding the object is created, NOT on every allocation.
+ *        An object must therefore be returned to its constructed state
+ *        before it is freed. The constructor must not use this cache.
+ * name:  copied; at most USLAB_NAME_MAX bytes. Names need not be unique.
+ *
+ * Returns the cache, or NULL with errno:
+ *   EINVAL  size 0 or above USLAB_CACHE_MAX_SIZE, align not a power of two
+ *           or above USLAB_CACHE_MAX_SIZE, unknown flag bits, NULL or empty
+ *           name, name longer than USLAB_NAME_MAX;
+ *   ENOMEM  memory for the cache could not be had.
+ */
+USLAB_API struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t align,
+                                                 unsigned long flags, void (*ctor)(void *obj));
+
+/*
+ * Destroy a cache. The caller guarantees that no other thread uses the cache
+ * during and after the call. Slabs cached by other threads are taken back.
+ * If objects are still allocated, one line is written to stderr naming the
+ * cache and the number of live objects, and the cache is left in place (still
+ * valid and usable) rather than freeing memory that is in use, as the kernel
+ * does. NULL is ignored.
+ */
+USLAB_API void uslab_cache_destroy(struct uslab_cache *cache);
+
+/*
+ * Allocate one object. Returns NULL with errno ENOMEM when memory cannot be
+ * had; the cache keeps working afterwards. The object's contents are what the
+ * constructor left (new slab) or what the previous user left.
+ */
+USLAB_API void *uslab_cache_alloc(struct uslab_cache *cache);
+
+/* As uslab_cache_alloc(), then zero the object's `size` bytes. */
+USLAB_API void *uslab_cache_zalloc(struct uslab_cache *cache);
+
+/*
+ * Free an object to the cache it came from. Any thread may free any object.
+ * NULL does nothing. Never changes errno.
+ *
+ * Misuse that costs a compare to detect is detected in every build: a pointer
+ * that is not the start of an object of a uslab slab (stack, global, interior
+ * pointer), an object of another cache (both caches are named), and a double
+ * free that meets the object at the head of a free list. Each writes one line
+ * starting "uslab: fatal:" to stderr and calls abort().
+ */
+USLAB_API void uslab_cache_free(struct uslab_cache *cache, void *obj);
+
+/*
+ * Give back what the cache holds but does not use: the calling thread's CPU
+ * slabs for this cache, every empty slab on the node's partial list (ignoring
+ * min_partial), and then every free page of the process to the OS. Slabs
+ * cached by other live threads stay with them.
+ * Returns 0 if the cache holds no slabs afterwards, 1 if some remain (as
+ * kmem_cache_shrink()).
+ */
+USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
+
+/* The name given at creation. */
+USLAB_API const char *uslab_cache_name(const struct uslab_cache *cache);
+/* The object size given at creation. */
+USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
+
+/* ======================================================================
+ * Statistics (the kernel's stat_item events, per cache)
+ * ====================================================================== */
+
+/* Declared once, expanded many times: X(name, description). */
+#define USLAB_STAT_ITEMS(X) \
+	X(ALLOC_FASTPATH,        "allocation from the CPU free list") \
+	X(ALLOC_SLOWPATH,        "allocation by the slow path") \
+	X(FREE_FASTPATH,         "free to the CPU slab") \
+	X(FREE_SLOWPATH,         "free to a slab that is not the CPU slab") \
+	X(FREE_FROZEN,           "free to a slab frozen by some CPU") \
+	X(FREE_ADD_PARTIAL,      "free put a full slab on the node partial list") \
+	X(FREE_REMOVE_PARTIAL,   "free took an empty slab off the node partial list") \
+	X(ALLOC_FROM_PARTIAL,    "CPU slab taken from the node partial list") \
+	X(ALLOC_SLAB,            "CPU slab is a new slab from the page allocator") \
+	X(ALLOC_REFILL,          "CPU free list refilled from the slab's remote frees") \
+	X(FREE_SLAB,             "slab given back to the page allocator") \
+	X(CPUSLAB_FLUSH,         "CPU slab flushed (shrink, destroy, thread exit)") \
+	X(DEACTIVATE_FULL,       "CPU slab was full when deactivated") \
+	X(DEACTIVATE_EMPTY,      "CPU slab was empty when deactivated") \
+	X(DEACTIVATE_TO_HEAD,    "deactivated CPU slab put at the head of the partial list") \
+	X(DEACTIVATE_TO_TAIL,    "deactivated CPU slab put at the tail of the partial list") \
+	X(DEACTIVATE_REMOTE_FREES, "deactivated CPU slab held remotely freed objects") \
+	X(DEACTIVATE_BYPASS,     "CPU slab dropped because it ran out of objects") \
+	X(ORDER_FALLBACK,        "slab allocated at the minimum order after the preferred failed") \
+	X(CMPXCHG_DOUBLE_FAIL,   "compare-and-swap of free list and counters retried") \
+	X(CPU_PARTIAL_ALLOC,     "CPU slab taken from the CPU partial list") \
+	X(CPU_PARTIAL_FREE,      "free froze a full slab onto the CPU partial list") \
+	X(CPU_PARTIAL_NODE,      "slab moved from the node list to the CPU partial list") \
+	X(CPU_PARTIAL_DRAIN,     "CPU partial list drained to the node list") \
+	X(NODE_LOCK,             "node list lock acquisitions") \
+	X(ALLOC_FAILED,          "allocation returned NULL (no memory)")
+
+enum uslab_stat_item {
+#define USLAB_X_ENUM(n, d) USLAB_STAT_##n,
+	USLAB_STAT_ITEMS(USLAB_X_ENUM)
+#undef USLAB_X_ENUM
+	USLAB_NR_STAT_ITEMS
+};
+
+/* Name ("ALLOC_FASTPATH") and description of a stat item; NULL if out of range. */
+USLAB_API const char *uslab_stat_name(enum uslab_stat_item item);
+USLAB_API const char *uslab_stat_desc(enum uslab_stat_item item);
+
+#define USLAB_CACHE_INFO_VERSION 1
+
+/* A snapshot of one cache. Fill `version` with USLAB_CACHE_INFO_VERSION. */
+struct uslab_cache_info {
+	unsigned version;          /* in: USLAB_CACHE_INFO_VERSION */
+	char name[USLAB_NAME_MAX + 1];
+	size_t object_size;        /* size given at creation */
+	size_t slab_object_size;   /* stride of objects in a slab (with metadata, aligned) */
+	size_t align;              /* effective alignment */
+	unsigned order;            /* preferred slab order (pages = 1 << order) */
+	unsigned min_order;        /* fallback order */
+	unsigned objects_per_slab; /* at the preferred order */
+	unsigned cpu_partial;      /* CPU partial list limit, in objects */
+	unsigned min_partial;      /* node partial slabs kept when empty */
+	uint64_t slabs;            /* slabs that exist */
+	uint64_t partial_slabs;    /* slabs on the node partial list */
+	uint64_t total_objects;    /* object slots in all slabs */
+	uint64_t active_objects;   /* allocated and not yet freed */
+	uint64_t slab_bytes;       /* memory held in slabs */
+	uint64_t events[USLAB_NR_STAT_ITEMS]; /* sums over all threads, live and gone */
+};
+
+/* Fill `info`. Returns 0, or -1 with errno EINVAL (NULL argument or unknown
+ * version). Counters of live threads are read without stopping them, so
+ * the sums are exact only when the cache is quiet. */
+USLAB_API int uslab_cache_get_info(struct uslab_cache *cache, struct uslab_cache_info *info);
+
+/* Print one row per cache (Name, Objects, Objsize, Slabs, Partial, Order,
+ * O/S, Fast%) through write_fn, which is called with pieces of text. opts
+ * is reserved (pass 0). Never allocates. */
+USLAB_API void uslab_stats_print(void (*write_fn)(void *arg, const char *text), void *arg,
+                                 unsigned long opts);
+
+/* Write the table of uslab_stats_print() to a file descriptor. */
+USLAB_API void uslab_stats_print_fd(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* USLAB_H */

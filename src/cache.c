@@ -1,0 +1,307 @@
+/*
+ * Caches: creation (sizes, alignment, slab order), destruction, shrinking,
+ * and the alloc/free fast paths of the public API.
+ *
+ * cache_mutex protects the cache list, the id map, every cache's list of
+ * CPU parts and the folding of their counters. It is held across flushes of
+ * CPU parts (destroy, thread exit), so it comes first in the lock order:
+ * cache_mutex -> node list_lock -> slab CAS -> page lock.
+ */
+#include "slab.h"
+
+#include <errno.h>
+#include <string.h>
+
+pthread_mutex_t cache_mutex = PTHREAD_MUTEX_INITIALIZER;
+struct uslab_cache *cache_list;
+
+/* uslab's own metadata lives in caches that never use CPU parts. */
+static struct uslab_cache cache_cache;     /* struct uslab_cache */
+struct uslab_cache cache_cpu_cache;        /* struct cpu_cache */
+struct uslab_cache cache_thread_cache;     /* struct cpu_thread */
+
+static uint64_t id_map[CACHE_ID_MAX / 64]; /* ids in use (cache_mutex) */
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+/* Process options (the USLAB_OPTIONS parser comes with the tunables). */
+static unsigned slub_max_order = SLUB_MAX_ORDER_DEFAULT;
+static unsigned slub_min_order;
+static unsigned slub_min_objects;   /* 0: grows with the CPU count */
+
+/* ---- sizes and orders ---------------------------------------------------- */
+
+static unsigned fls_u(unsigned x) { return x ? 32 - (unsigned)__builtin_clz(x) : 0; }
+
+/* Smallest order whose slab holds `bytes`. */
+static unsigned get_order(size_t bytes)
+{
+	unsigned o = 0;
+	while ((PAGE_SIZE << o) < bytes)
+		o++;
+	return o;
+}
+
+static unsigned order_objects(unsigned order, unsigned size)
+{
+	return (unsigned)((PAGE_SIZE << order) / size);
+}
+
+/* Smallest order in [min_order, max_order] that wastes at most 1/fract of
+ * the slab; max_order + 1 if none. */
+static unsigned calc_slab_order(unsigned size, unsigned min_order, unsigned max_order, unsigned fract)
+{
+	unsigned order;
+	for (order = min_order; order <= max_order; order++) {
+		size_t slab = PAGE_SIZE << order;
+		if (slab % size <= slab / fract)
+			break;
+	}
+	return order;
+}
+
+/*
+ * The preferred order, in the spirit of the kernel's calculate_order(): at
+ * least min_objects per slab (growing with the CPU count, so that more CPUs
+ * contend less for the node lock), at most slub_max_order, and the least
+ * waste achievable, relaxing the waste bound (1/16, 1/8, 1/4, 1/2) before
+ * giving up and using the smallest order that holds one object.
+ */
+static unsigned calculate_order(unsigned size, unsigned floor_order)
+{
+	unsigned max_order = MAX(slub_max_order, floor_order);
+	unsigned min_objects = slub_min_objects;
+	if (!min_objects)
+		min_objects = 4 * (fls_u(os_ncpus()) + 1);
+	min_objects = MIN(min_objects, MAX(order_objects(max_order, size), 1U));
+	unsigned min_order = MAX(MAX(slub_min_order, floor_order), get_order((size_t)min_objects * size));
+	while (min_order > 0 && order_objects(min_order, size) > SLAB_MAX_OBJECTS)
+		min_order--;
+	for (unsigned fract = 16; fract > 1; fract /= 2) {
+		unsigned order = calc_slab_order(size, min_order, max_order, fract);
+		if (order <= max_order)
+			return order;
+	}
+	return MAX(get_order(size), floor_order);
+}
+
+/* Lay out objects and choose orders (calculate_sizes). */
+static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsigned long flags)
+{
+	if (!align)
+		align = size >= 16 ? 16 : 8;
+	if (flags & USLAB_HWCACHE_ALIGN) {
+		size_t ralign = CACHE_LINE;
+		while (size <= ralign / 2)
+			ralign /= 2;
+		align = MAX(align, ralign);
+	}
+	align = MAX(align, sizeof(void *));
+	size_t stride = ALIGN_UP(size, sizeof(void *));
+	if (s->ctor) {
+		/* The free pointer must not clobber constructed state: after the object. */
+		s->offset = (unsigned)stride;
+		stride += sizeof(void *);
+	} else {
+		/* Mid-object, as SLUB: a small overflow of the previous object does
+		 * not hit it. */
+		s->offset = (unsigned)((size / 2) & ~(sizeof(void *) - 1));
+	}
+	stride = ALIGN_UP(stride, align);
+	/* Slabs are aligned to their size, so big alignments need big slabs. */
+	unsigned floor_order = align > PAGE_SIZE ? get_order(align) : 0;
+	floor_order = MAX(floor_order, get_order(stride));
+	if (floor_order > PAGE_MAX_ORDER)
+		return -1;
+	s->object_size = (unsigned)size;
+	s->size = (unsigned)stride;
+	s->align = (unsigned)align;
+	s->recip = (uint32_t)(((1ULL << 32) + stride - 1) / stride);
+	s->min_order = (uint8_t)floor_order;
+	s->order = (uint8_t)calculate_order(s->size, floor_order);
+	s->objects = (uint16_t)MIN(order_objects(s->order, s->size), SLAB_MAX_OBJECTS);
+	s->min_objects = (uint16_t)MIN(order_objects(s->min_order, s->size), SLAB_MAX_OBJECTS);
+	s->flags = flags;
+	return 0;
+}
+
+/* Defaults of the kernel's set_cpu_partial() and set_min_partial(). */
+static void cache_tunables(struct uslab_cache *s)
+{
+	unsigned size = s->size;
+	s->cpu_partial = size >= PAGE_SIZE ? 2 : size >= 1024 ? 6 : size >= 256 ? 13 : 30;
+	/* in slabs: half-full slabs assumed, as the kernel */
+	s->cpu_partial_slabs = (s->cpu_partial * 2 + s->objects - 1) / s->objects;
+	unsigned long mp = fls_u(s->size * s->objects) / 2;   /* ilog2(slab bytes) / 2 */
+	s->min_partial = MAX(5UL, MIN(10UL, mp));
+}
+
+static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(void *))
+{
+	size_t n = strlen(name);
+	memcpy(s->name, name, n + 1);
+	s->ctor = ctor;
+	pthread_mutex_init(&s->node.list_lock, NULL);
+}
+
+static void internal_cache(struct uslab_cache *s, const char *name, size_t size)
+{
+	cache_setup(s, name, NULL);
+	cache_layout(s, size, 0, 0);
+	cache_tunables(s);
+	s->id = UINT32_MAX;
+	s->internal = true;
+}
+
+static void init_once_fn(void)
+{
+	internal_cache(&cache_cache, "uslab_cache", sizeof(struct uslab_cache));
+	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", sizeof(struct cpu_cache));
+	internal_cache(&cache_thread_cache, "uslab_thread", sizeof(struct cpu_thread));
+}
+
+void cache_init(void)
+{
+	pthread_once(&init_once, init_once_fn);
+}
+
+/* ---- ids and the cache list (cache_mutex held) -------------------------- */
+
+static int id_get_locked(void)
+{
+	for (unsigned w = 0; w < CACHE_ID_MAX / 64; w++) {
+		if (id_map[w] != ~0ULL) {
+			unsigned b = (unsigned)__builtin_ctzll(~id_map[w]);
+			id_map[w] |= 1ULL << b;
+			return (int)(w * 64 + b);
+		}
+	}
+	return -1;
+}
+
+static void id_put_locked(unsigned id)
+{
+	id_map[id / 64] &= ~(1ULL << (id % 64));
+}
+
+/* ---- the API ------------------------------------------------------------ */
+
+struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t align,
+				       unsigned long flags, void (*ctor)(void *))
+{
+	if (!name || !*name || strnlen(name, USLAB_NAME_MAX + 1) > USLAB_NAME_MAX || !size ||
+	    size > USLAB_CACHE_MAX_SIZE || (align & (align - 1)) || align > USLAB_CACHE_MAX_SIZE ||
+	    (flags & ~(USLAB_HWCACHE_ALIGN | USLAB_NO_MERGE))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cache_init();
+	struct uslab_cache *s = slab_alloc_nocpu(&cache_cache);
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(s, 0, sizeof *s);
+	cache_setup(s, name, ctor);
+	if (cache_layout(s, size, align, flags)) {
+		slab_free_nocpu(&cache_cache, s);
+		errno = EINVAL;
+		return NULL;
+	}
+	cache_tunables(s);
+	pthread_mutex_lock(&cache_mutex);
+	int id = id_get_locked();
+	if (id < 0) {
+		pthread_mutex_unlock(&cache_mutex);
+		slab_free_nocpu(&cache_cache, s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->id = (unsigned)id;
+	s->next = cache_list;
+	if (cache_list)
+		cache_list->prev = s;
+	cache_list = s;
+	pthread_mutex_unlock(&cache_mutex);
+	return s;
+}
+
+void uslab_cache_destroy(struct uslab_cache *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&cache_mutex);
+	cpu_orphan_all(s);
+	unsigned long live = slab_count_live(s);
+	if (live) {
+		pthread_mutex_unlock(&cache_mutex);
+		report_line("cache '%s': destroy with %lu live object%s; cache left in place", s->name, live,
+			    live == 1 ? "" : "s");
+		return;
+	}
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		cache_list = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	id_put_locked(s->id);
+	pthread_mutex_unlock(&cache_mutex);
+	s->min_partial = 0;
+	slab_shrink_node(s);
+	pthread_mutex_destroy(&s->node.list_lock);
+	slab_free_nocpu(&cache_cache, s);
+}
+
+int uslab_cache_shrink(struct uslab_cache *s)
+{
+	struct cpu_cache *c = cpu_this(s);
+	if (c && c->cache == s)
+		slab_flush_cpu(s, c);
+	slab_shrink_node(s);
+	page_release_all();
+	return atomic_load_explicit(&s->node.nr_slabs, memory_order_relaxed) != 0;
+}
+
+const char *uslab_cache_name(const struct uslab_cache *s) { return s->name; }
+size_t uslab_cache_size(const struct uslab_cache *s) { return s->object_size; }
+
+/* ---- fast paths ------------------------------------------------------------ */
+
+/* Pop the CPU free list: no lock, no atomic read-modify-write. */
+void *uslab_cache_alloc(struct uslab_cache *s)
+{
+	struct cpu_cache *c = cpu_this(s);
+	void *x;
+	if (likely(c != NULL) && likely((x = c->freelist) != NULL)) {
+		c->freelist = get_freepointer(s, x);
+		stat_inc(s, c, USLAB_STAT_ALLOC_FASTPATH);
+		return x;
+	}
+	return slab_alloc_slow(s, c);
+}
+
+void *uslab_cache_zalloc(struct uslab_cache *s)
+{
+	void *x = uslab_cache_alloc(s);
+	if (x)
+		memset(x, 0, s->object_size);
+	return x;
+}
+
+/* Push to the CPU free list when the object is of the CPU slab; the checks
+ * (our pointer, object boundary, not the list head) cost compares only. */
+void uslab_cache_free(struct uslab_cache *s, void *x)
+{
+	if (unlikely(!x))
+		return;
+	struct slab *slab = page_obj_slab(x);
+	struct cpu_cache *c = cpu_this(s);
+	if (likely(c != NULL) && likely(slab == c->slab) && likely(x != c->freelist) &&
+	    likely(slab_obj_valid(s, slab, x))) {
+		set_freepointer(s, x, c->freelist);
+		c->freelist = x;
+		stat_inc(s, c, USLAB_STAT_FREE_FASTPATH);
+		return;
+	}
+	slab_free_slow(s, slab, x, c);
+}

@@ -1,0 +1,157 @@
+/*
+ * The CPU part, thread-local backend: each thread has an array of CPU parts
+ * indexed by cache id, reached through one initial-exec TLS pointer (the
+ * cheapest TLS access from a shared library; see DESIGN.md). A true per-CPU
+ * backend (rseq) can replace this file behind cpu_this()/cpu_get().
+ *
+ * A thread's parts are created on its first slow path in each cache and
+ * handed back when the thread exits (a pthread key destructor): CPU slabs
+ * are deactivated, CPU partial lists unfrozen, counters folded into the
+ * cache. Objects the thread allocated stay valid and can be freed by anyone.
+ * After that the thread has no CPU part: allocations and frees it still
+ * makes (other destructors) take the CPU-less slow paths.
+ */
+#include "slab.h"
+
+#include <string.h>
+
+/* Threads without parts point here: nslots 0 sends the fast paths to the
+ * slow path without a NULL test. */
+static struct cpu_thread cpu_none;
+static struct cpu_thread cpu_dead = { .dead = true };
+
+__thread struct cpu_thread *cpu_self __attribute__((tls_model("initial-exec"))) = &cpu_none;
+
+static pthread_key_t cpu_key;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+
+static void fold_stats(struct uslab_cache *s, struct cpu_cache *c)
+{
+	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++) {
+		uint64_t v = atomic_load_explicit(&c->stat[i], memory_order_relaxed);
+		if (v)
+			atomic_fetch_add_explicit(&s->stat_gone[i], v, memory_order_relaxed);
+		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);
+	}
+}
+
+/* Flush c, fold its counters into its cache and unlink it. cache_mutex held. */
+static void cpu_detach_locked(struct cpu_cache *c)
+{
+	struct uslab_cache *s = c->cache;
+	slab_flush_cpu(s, c);
+	fold_stats(s, c);
+	if (c->cprev)
+		c->cprev->cnext = c->cnext;
+	else
+		s->cpu_list = c->cnext;
+	if (c->cnext)
+		c->cnext->cprev = c->cprev;
+	c->cnext = c->cprev = NULL;
+	c->cache = NULL;
+}
+
+static void cpu_thread_exit(void *arg)
+{
+	struct cpu_thread *t = arg;
+	cpu_self = &cpu_dead;
+	pthread_mutex_lock(&cache_mutex);
+	for (unsigned i = 0; i < t->nslots; i++) {
+		struct cpu_cache *c = t->slots[i];
+		if (!c)
+			continue;
+		if (c->cache)
+			cpu_detach_locked(c);
+		slab_free_nocpu(&cache_cpu_cache, c);
+	}
+	pthread_mutex_unlock(&cache_mutex);
+	if (t->slots_block)
+		page_free(t->slots_block);
+	slab_free_nocpu(&cache_thread_cache, t);
+}
+
+static void cpu_init_once(void)
+{
+	pthread_key_create(&cpu_key, cpu_thread_exit);
+}
+
+static struct cpu_thread *thread_create(void)
+{
+	pthread_once(&cpu_once, cpu_init_once);
+	struct cpu_thread *t = slab_alloc_nocpu(&cache_thread_cache);
+	if (!t)
+		return NULL;
+	memset(t, 0, sizeof *t);
+	if (pthread_setspecific(cpu_key, t)) {
+		slab_free_nocpu(&cache_thread_cache, t);
+		return NULL;
+	}
+	cpu_self = t;
+	return t;
+}
+
+/* Make room for slot `id` (the owner thread only reads and writes slots). */
+static bool slots_grow(struct cpu_thread *t, unsigned id)
+{
+	unsigned order = 0;
+	while (((PAGE_SIZE << order) / sizeof(void *)) <= id)
+		order++;
+	struct slab *blk = page_alloc(order);
+	if (!blk)
+		return false;
+	struct cpu_cache **slots = page_address(blk);
+	size_t n = (PAGE_SIZE << order) / sizeof(void *);
+	memset(slots, 0, n * sizeof(void *));
+	if (t->nslots)
+		memcpy(slots, t->slots, t->nslots * sizeof(void *));
+	struct slab *old = t->slots_block;
+	t->slots = slots;
+	t->slots_block = blk;
+	t->nslots = (unsigned)n;
+	if (old)
+		page_free(old);
+	return true;
+}
+
+struct cpu_cache *cpu_get(struct uslab_cache *s)
+{
+	struct cpu_thread *t = cpu_self;
+	if (t->dead || s->internal)
+		return NULL;
+	if (t == &cpu_none && !(t = thread_create()))
+		return NULL;
+	if (s->id >= t->nslots && !slots_grow(t, s->id))
+		return NULL;
+	struct cpu_cache *c = t->slots[s->id];
+	if (c && c->cache == s)
+		return c;
+	if (!c) {
+		c = slab_alloc_nocpu(&cache_cpu_cache);
+		if (!c)
+			return NULL;
+		memset(c, 0, sizeof *c);
+		c->thread = t;
+		t->slots[s->id] = c;
+	}
+	/* A new part, or one left by a destroyed cache that had this id. */
+	pthread_mutex_lock(&cache_mutex);
+	c->freelist = NULL;
+	c->slab = NULL;
+	c->partial = NULL;
+	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
+		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);
+	c->cache = s;
+	c->cprev = NULL;
+	c->cnext = s->cpu_list;
+	if (s->cpu_list)
+		s->cpu_list->cprev = c;
+	s->cpu_list = c;
+	pthread_mutex_unlock(&cache_mutex);
+	return c;
+}
+
+void cpu_orphan_all(struct uslab_cache *s)
+{
+	while (s->cpu_list)
+		cpu_detach_locked(s->cpu_list);
+}

@@ -1,0 +1,41 @@
+/*
+ * OS seam: the only code that calls mmap/munmap/madvise. Also the single
+ * place where memory failures are injected for tests.
+ */
+#ifndef USLAB_OS_H
+#define USLAB_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define USLAB_HIDDEN __attribute__((visibility("hidden")))
+
+/* Map `size` bytes aligned to `align` (a power of two >= the OS page size).
+ * Returns NULL on failure (errno ENOMEM). */
+USLAB_HIDDEN void *os_map_aligned(size_t size, size_t align);
+/* Give the range back to the OS entirely. */
+USLAB_HIDDEN void os_unmap(void *p, size_t size);
+/* Drop the contents of a range but keep it mapped: later touches fault in
+ * zero pages. Used to return free pages' memory after a delay. */
+USLAB_HIDDEN void os_decommit(void *p, size_t size);
+/* Resident set size of the process in bytes (from /proc/self/statm), or 0. */
+USLAB_HIDDEN size_t os_rss(void);
+/* Number of online CPUs (at least 1). */
+USLAB_HIDDEN unsigned os_ncpus(void);
+/* Monotonic milliseconds, cheap (coarse clock). */
+USLAB_HIDDEN uint64_t os_now_ms(void);
+
+/* Fault injection. Modes:
+ *   OS_FAULT_OFF      no faults;
+ *   OS_FAULT_NTH      the nth map call from now fails, once;
+ *   OS_FAULT_EVERY    every nth map call fails;
+ *   OS_FAULT_FROM     the nth map call and every one after it fail.
+ * Also settable at start with USLAB_FAIL_NTH=N[:every|:from] in the
+ * environment. Returns the number of map calls made so far. */
+enum os_fault_mode { OS_FAULT_OFF, OS_FAULT_NTH, OS_FAULT_EVERY, OS_FAULT_FROM };
+USLAB_HIDDEN uint64_t os_fault_set(enum os_fault_mode mode, unsigned long nth);
+/* Map calls made and map calls failed by injection, since start. */
+USLAB_HIDDEN uint64_t os_map_calls(void);
+USLAB_HIDDEN uint64_t os_map_injected(void);
+
+#endif

@@ -1,0 +1,321 @@
+/*
+ * Page allocator: segments, per-page descriptors, buddy blocks, delayed
+ * return of free memory to the OS. See page.h for the picture.
+ *
+ * Locking: page_lock protects the free lists, every descriptor of a free
+ * block, the segment list and the segment counters. It is a leaf lock: the
+ * node list locks may be held when it is taken, nothing is taken under it,
+ * and it is never held across a call into the OS layer (maps, madvise and
+ * unmaps happen after the blocks concerned are taken off the lists).
+ */
+#include "page.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#define SEG_MAGIC 0x75736c6162736567ULL   /* "uslabseg" */
+
+_Atomic uint64_t page_seg_map[SEG_MAP_BITS / 64];
+struct slab page_foreign;
+unsigned page_purge_delay_ms = 1000;
+
+static struct {
+	pthread_mutex_t lock;                      /* see the top of the file */
+	struct slab *free[PAGE_MAX_ORDER + 1];     /* free blocks by order, doubly linked */
+	uint64_t nfree[PAGE_MAX_ORDER + 1];
+	struct segment *segs;                      /* all segments */
+	uint64_t nsegs;
+	uint64_t used_pages, dirty_pages;
+	uint64_t next_purge;                       /* ms; 0 = nothing to purge */
+} P = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static inline unsigned desc_index(const struct slab *d)
+{
+	return (unsigned)(d - page_segment(d)->desc);
+}
+
+static void seg_map_set(struct segment *seg, bool on)
+{
+	uintptr_t si = (uintptr_t)seg >> SEG_SHIFT;
+	uint64_t bit = 1ULL << (si % 64);
+	if (on)
+		atomic_fetch_or_explicit(&page_seg_map[si / 64], bit, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&page_seg_map[si / 64], ~bit, memory_order_relaxed);
+}
+
+/* ---- free lists (page lock held) ------------------------------------- */
+
+/* The dirty counters are kept here: dirty bytes are the sizes of the free
+ * blocks with d->dirty set (a block merged from dirty and clean parts counts
+ * whole; purging it makes it clean). */
+static void free_list_add(struct slab *d, unsigned order)
+{
+	if (d->dirty) {
+		page_segment(d)->dirty_pages += 1U << order;
+		P.dirty_pages += 1U << order;
+	}
+	d->kind = PK_FREE;
+	d->order = (uint8_t)order;
+	d->prev = NULL;
+	d->next = P.free[order];
+	if (d->next)
+		d->next->prev = d;
+	P.free[order] = d;
+	P.nfree[order]++;
+}
+
+static void free_list_del(struct slab *d)
+{
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		P.free[d->order] = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	P.nfree[d->order]--;
+	d->next = d->prev = NULL;
+	if (d->dirty) {
+		page_segment(d)->dirty_pages -= 1U << d->order;
+		P.dirty_pages -= 1U << d->order;
+	}
+}
+
+/* Insert a free block, merging it with free buddies. */
+static void free_block_insert(struct slab *d, unsigned order, bool dirty, uint64_t when)
+{
+	struct segment *seg = page_segment(d);
+	unsigned idx = desc_index(d);
+	while (order < PAGE_MAX_ORDER) {
+		unsigned bidx = idx ^ (1U << order);
+		if (bidx + (1U << order) > SEG_PAGES)
+			break;
+		struct slab *b = &seg->desc[bidx];
+		if (b->kind != PK_FREE || b->order != order)
+			break;
+		free_list_del(b);
+		dirty |= b->dirty;
+		when = MAX(when, b->free_time);
+		idx &= ~(1U << order);
+		order++;
+	}
+	d = &seg->desc[idx];
+	d->dirty = dirty;
+	d->free_time = when;
+	free_list_add(d, order);
+}
+
+static void seg_add_blocks(struct segment *seg, unsigned from)
+{
+	for (unsigned i = from; i < SEG_PAGES;) {
+		unsigned o = PAGE_MAX_ORDER;
+		while ((i & ((1U << o) - 1)) || i + (1U << o) > SEG_PAGES)
+			o--;
+		seg->desc[i].dirty = 0;
+		seg->desc[i].free_time = 0;
+		free_list_add(&seg->desc[i], o);
+		i += 1U << o;
+	}
+}
+
+/* ---- allocation ------------------------------------------------------ */
+
+static struct slab *take_block(unsigned order)
+{
+	unsigned o = order;
+	while (o <= PAGE_MAX_ORDER && !P.free[o])
+		o++;
+	if (o > PAGE_MAX_ORDER)
+		return NULL;
+	struct slab *d = P.free[o];
+	free_list_del(d);
+	struct segment *seg = page_segment(d);
+	unsigned idx = desc_index(d);
+	/* Split: the upper halves go back as free blocks with the same state. */
+	while (o > order) {
+		o--;
+		struct slab *hi = &seg->desc[idx + (1U << o)];
+		hi->dirty = d->dirty;
+		hi->free_time = d->free_time;
+		free_list_add(hi, o);
+	}
+	unsigned n = 1U << order;
+	seg->used_pages += n;
+	P.used_pages += n;
+	d->kind = PK_BUSY;
+	d->order = (uint8_t)order;
+	d->dirty = 0;
+	for (unsigned i = 0; i < n; i++)
+		seg->desc[idx + i].head = idx;
+	return d;
+}
+
+static struct segment *seg_new(void)
+{
+	struct segment *seg = os_map_aligned(SEG_SIZE, SEG_SIZE);
+	if (!seg)
+		return NULL;
+	/* Fresh anonymous memory is zero: descriptors start as PK_META with
+	 * head 0, which lookups of header pages resolve to "not a slab". */
+	seg->magic = SEG_MAGIC;
+	for (unsigned i = 0; i < SEG_PAGES; i++)
+		seg->desc[i].head = i;
+	return seg;
+}
+
+struct slab *page_alloc(unsigned order)
+{
+	if (order > PAGE_MAX_ORDER) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_lock(&P.lock);
+	struct slab *d = take_block(order);
+	pthread_mutex_unlock(&P.lock);
+	if (d)
+		return d;
+
+	struct segment *seg = seg_new();   /* no lock across the OS call */
+	if (!seg)
+		return NULL;
+	pthread_mutex_lock(&P.lock);
+	seg->next = P.segs;
+	seg->prev = NULL;
+	if (P.segs)
+		P.segs->prev = seg;
+	P.segs = seg;
+	P.nsegs++;
+	seg_add_blocks(seg, SEG_HEADER_PAGES);
+	seg_map_set(seg, true);
+	d = take_block(order);
+	pthread_mutex_unlock(&P.lock);
+	return d;
+}
+
+/* ---- freeing and purging --------------------------------------------- */
+
+static void page_purge(bool all);
+
+void page_free(struct slab *d)
+{
+	struct segment *seg = page_segment(d);
+	unsigned n = 1U << d->order;
+	uint64_t now = os_now_ms();
+	d->cache = NULL;
+	pthread_mutex_lock(&P.lock);
+	seg->used_pages -= n;
+	P.used_pages -= n;
+	if (!seg->used_pages)
+		seg->empty_since = now;
+	free_block_insert(d, d->order, true, now);
+	if (!P.next_purge)
+		P.next_purge = now + page_purge_delay_ms;
+	bool purge = now >= P.next_purge;
+	pthread_mutex_unlock(&P.lock);
+	if (purge)
+		page_purge(false);
+}
+
+/*
+ * Give back free memory: with `all`, every dirty block and every empty
+ * segment; otherwise those that have been free for page_purge_delay_ms.
+ * Blocks are taken off the free lists (marked PK_PURGING) under the lock,
+ * given back without it, and reinserted clean.
+ */
+static void page_purge(bool all)
+{
+	enum { BATCH = 64 };
+	struct slab *batch[BATCH];
+	struct segment *dead = NULL;
+	uint64_t now = os_now_ms();
+	bool more;
+	do {
+		unsigned nb = 0;
+		more = false;
+		pthread_mutex_lock(&P.lock);
+		/* Wholly free segments first: they go back entirely. */
+		for (struct segment *seg = P.segs, *nx; seg; seg = nx) {
+			nx = seg->next;
+			if (seg->used_pages || (!all && now - seg->empty_since < page_purge_delay_ms))
+				continue;
+			for (unsigned i = SEG_HEADER_PAGES; i < SEG_PAGES; i += 1U << seg->desc[i].order) {
+				if (seg->desc[i].kind != PK_FREE)
+					break;   /* a block is being purged by another thread: try later */
+				if (i + (1U << seg->desc[i].order) >= SEG_PAGES) {
+					/* every block free and on the lists: unlink them all */
+					for (unsigned j = SEG_HEADER_PAGES; j < SEG_PAGES; j += 1U << seg->desc[j].order)
+						free_list_del(&seg->desc[j]);
+					if (seg->prev)
+						seg->prev->next = seg->next;
+					else
+						P.segs = seg->next;
+					if (seg->next)
+						seg->next->prev = seg->prev;
+					P.nsegs--;
+					seg_map_set(seg, false);
+					seg->next = dead;
+					dead = seg;
+					break;
+				}
+			}
+		}
+		uint64_t earliest = 0;
+		for (unsigned o = 0; o <= PAGE_MAX_ORDER && nb < BATCH; o++) {
+			for (struct slab *d = P.free[o], *nx; d && nb < BATCH; d = nx) {
+				nx = d->next;
+				if (!d->dirty)
+					continue;
+				if (!all && now - d->free_time < page_purge_delay_ms) {
+					uint64_t due = d->free_time + page_purge_delay_ms;
+					if (!earliest || due < earliest)
+						earliest = due;
+					continue;
+				}
+				free_list_del(d);
+				d->kind = PK_PURGING;
+				batch[nb++] = d;
+			}
+		}
+		more = nb == BATCH;
+		P.next_purge = more ? now : earliest;
+		pthread_mutex_unlock(&P.lock);
+
+		for (unsigned i = 0; i < nb; i++)
+			os_decommit(page_address(batch[i]), PAGE_SIZE << batch[i]->order);
+		while (dead) {
+			struct segment *nx = dead->next;
+			os_unmap(dead, SEG_SIZE);
+			dead = nx;
+		}
+
+		if (nb) {
+			pthread_mutex_lock(&P.lock);
+			for (unsigned i = 0; i < nb; i++) {
+				struct slab *d = batch[i];
+				free_block_insert(d, d->order, false, d->free_time);
+			}
+			if (!P.next_purge)
+				P.next_purge = now + page_purge_delay_ms;
+			pthread_mutex_unlock(&P.lock);
+		}
+	} while (more);
+}
+
+void page_release_all(void)
+{
+	page_purge(true);
+}
+
+void page_get_info(struct page_info *pi)
+{
+	memset(pi, 0, sizeof *pi);
+	pthread_mutex_lock(&P.lock);
+	pi->segments = P.nsegs;
+	pi->mapped_bytes = P.nsegs * SEG_SIZE;
+	pi->used_bytes = P.used_pages << PAGE_SHIFT;
+	pi->dirty_bytes = P.dirty_pages << PAGE_SHIFT;
+	for (unsigned o = 0; o <= PAGE_MAX_ORDER; o++)
+		pi->free_blocks[o] = P.nfree[o];
+	pthread_mutex_unlock(&P.lock);
+}

@@ -1,0 +1,125 @@
+/*
+ * Page allocator: the user-space struct page world.
+ *
+ * Memory comes from the OS in segments of SEG_SIZE bytes aligned to
+ * SEG_SIZE. A segment starts with a descriptor (struct slab) for each of its
+ * pages, so that any pointer finds its page descriptor with a mask and an
+ * index, and its slab through the descriptor's head index: O(1), no lock,
+ * no search. A global bitmap of segments tells uslab's pointers from others.
+ *
+ * Blocks of 2^order pages (order 0..PAGE_MAX_ORDER) are handed out from
+ * per-order free lists with buddy coalescing. Freed blocks keep their memory
+ * until they have been free for page_purge_delay_ms; then their pages are
+ * given back with madvise, and segments that are wholly free are unmapped.
+ */
+#ifndef USLAB_PAGE_H
+#define USLAB_PAGE_H
+
+#include "internal.h"
+
+#define SEG_SHIFT       22
+#define SEG_SIZE        (1UL << SEG_SHIFT)            /* 4 MiB */
+#define SEG_MASK        (SEG_SIZE - 1)
+#define SEG_PAGES       (SEG_SIZE >> PAGE_SHIFT)      /* 1024 */
+#define PAGE_MAX_ORDER  9                             /* 2 MiB: the largest block a segment holds */
+#define ADDR_BITS       47                            /* user address space covered by the map */
+#define SEG_MAP_BITS    (1UL << (ADDR_BITS - SEG_SHIFT))
+
+enum page_kind {
+	PK_META = 0,   /* segment header page (never handed out) */
+	PK_FREE,       /* head of a free block */
+	PK_SLAB,       /* head page of a slab */
+	PK_BUSY,       /* head of an allocated block that is not (yet) a slab */
+	PK_PURGING,    /* head of a free block being given back (off the free lists) */
+};
+
+/*
+ * Descriptor of one page. Fields marked "head" mean something in the first
+ * page of a block only; other pages of a block hold only `head`. One cache
+ * line each, so that slabs of different threads never share a line.
+ */
+struct slab {
+	/* slab: free-list head (as an offset in the segment), inuse count and
+	 * frozen bit in one word, changed together by compare-and-swap. */
+	_Atomic uint64_t fc;
+	struct uslab_cache *cache;  /* slab: owning cache; NULL otherwise */
+	struct slab *next;          /* head: node/CPU partial list or free-list link */
+	struct slab *prev;          /* head: node partial list or free-list back link */
+	uint32_t head;              /* every page: index of its block's head page */
+	uint16_t objects;           /* slab: object slots */
+	uint8_t kind;               /* head: enum page_kind */
+	uint8_t order;              /* head: block order */
+	uint8_t on_node;            /* slab: on the node partial list (node list_lock) */
+	uint8_t dirty;              /* free block: has pages not yet given back to the OS */
+	uint16_t cpu_partial_slabs; /* slab heading a CPU partial list: slabs in that list */
+	uint64_t free_time;         /* free block: when freed (ms, os_now_ms) */
+} __attribute__((aligned(CACHE_LINE)));
+
+struct segment {
+	struct slab desc[SEG_PAGES];   /* one per page of the segment */
+	uint64_t magic;
+	struct segment *next, *prev;   /* all segments (page lock) */
+	uint32_t used_pages;           /* pages in allocated blocks (page lock) */
+	uint32_t dirty_pages;          /* free pages not yet given back (page lock) */
+	uint64_t empty_since;          /* when used_pages dropped to 0 (ms) */
+};
+
+#define SEG_HEADER_PAGES ((sizeof(struct segment) + PAGE_SIZE - 1) / PAGE_SIZE)
+
+/* Bit per possible segment of the address space: set while the segment is
+ * ours. Written under the page lock, read locklessly (relaxed: a pointer
+ * that is ours was published to its user after the bit was set). */
+extern _Atomic uint64_t page_seg_map[SEG_MAP_BITS / 64] USLAB_HIDDEN;
+
+static inline struct segment *page_segment(const void *p)
+{
+	return (struct segment *)((uintptr_t)p & ~SEG_MASK);
+}
+
+/* Stands for every pointer outside our segments: kind PK_META, 0 objects,
+ * so checks on it fail without a NULL test on the fast path. */
+extern struct slab page_foreign USLAB_HIDDEN;
+
+/* The descriptor of the block holding p, or &page_foreign if p is in no
+ * segment of ours. The caller checks kind/cache: p may be in a free or
+ * header page. */
+static inline struct slab *page_obj_slab(const void *p)
+{
+	uintptr_t a = (uintptr_t)p, si = a >> SEG_SHIFT;
+	if (unlikely(si >= SEG_MAP_BITS))
+		return &page_foreign;
+	uint64_t w = atomic_load_explicit(&page_seg_map[si / 64], memory_order_relaxed);
+	if (unlikely(!(w & (1ULL << (si % 64)))))
+		return &page_foreign;
+	struct segment *seg = (struct segment *)(a & ~SEG_MASK);
+	return &seg->desc[seg->desc[(a & SEG_MASK) >> PAGE_SHIFT].head];
+}
+
+/* First byte of the block a head descriptor describes. */
+static inline void *page_address(const struct slab *d)
+{
+	struct segment *seg = page_segment(d);
+	return (char *)seg + ((size_t)(d - seg->desc) << PAGE_SHIFT);
+}
+
+/* Allocate a block of 2^order pages; returns its head descriptor with kind
+ * PK_BUSY and every page's head index set, or NULL (errno ENOMEM). */
+USLAB_HIDDEN struct slab *page_alloc(unsigned order);
+/* Free a block returned by page_alloc(). */
+USLAB_HIDDEN void page_free(struct slab *d);
+/* Give back every free page now and unmap every empty segment. */
+USLAB_HIDDEN void page_release_all(void);
+
+struct page_info {
+	uint64_t segments;      /* segments mapped */
+	uint64_t mapped_bytes;  /* bytes mapped */
+	uint64_t used_bytes;    /* bytes in allocated blocks */
+	uint64_t dirty_bytes;   /* free bytes not yet given back */
+	uint64_t free_blocks[PAGE_MAX_ORDER + 1];
+};
+USLAB_HIDDEN void page_get_info(struct page_info *pi);
+
+/* How long a free block keeps its memory before it is given back. */
+extern unsigned page_purge_delay_ms USLAB_HIDDEN;
+
+#endif

@@ -1,0 +1,541 @@
+/*
+ * The SLUB core: slow paths of allocation and free, freezing, CPU partial
+ * lists, the node partial list, new and discarded slabs. The fast paths are
+ * in cache.c beside the API they serve.
+ *
+ * Lock order and what protects what (after mm/slub.c):
+ *
+ *   cache_mutex (cache.c)       cache list, ids, CPU-part lists, folding stats
+ *     node->list_lock           node partial list, nr_partial, slab->on_node
+ *       slab->fc CAS            a slab's free list, inuse and frozen together
+ *         page lock (page.c)    free page blocks, segments
+ *
+ * Frozen slabs: a slab is frozen while it is some CPU part's CPU slab or on
+ * a CPU partial list. Only that CPU part allocates from it or moves it;
+ * other threads may only push freed objects onto slab->fc's free list by
+ * CAS. An unfrozen slab is either on the node partial list (on_node) or
+ * full and on no list at all (SLUB keeps no full list).
+ *
+ * A free into a full, unfrozen slab freezes it onto the freeing thread's CPU
+ * partial list, so a remote free takes one CAS and no lock. The node lock is
+ * taken by a free only to take an emptied slab off the node list (or, with
+ * cpu_partial 0 or no CPU part, to put a formerly full slab on it).
+ *
+ * Memory ordering: the fc CAS is acq_rel. A releasing CAS publishes the
+ * free-pointer written into the object before it; the acquiring CAS that
+ * takes the list makes those writes visible to the new owner.
+ */
+#include "slab.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define NODE_LOCK(s, c, n)  do { pthread_mutex_lock(&(n)->list_lock); stat_inc(s, c, USLAB_STAT_NODE_LOCK); } while (0)
+#define NODE_UNLOCK(n)      pthread_mutex_unlock(&(n)->list_lock)
+
+static inline bool fc_cas(struct slab *slab, uint64_t *old, uint64_t new)
+{
+	return atomic_compare_exchange_weak_explicit(&slab->fc, old, new, memory_order_acq_rel,
+						     memory_order_acquire);
+}
+
+/* ---- reports ----------------------------------------------------------- */
+
+_Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const void *x, const char *why)
+{
+	if (slab->kind == PK_SLAB && slab->cache && slab->cache != s)
+		report_fatal("wrong cache: free of %p to cache '%s', but it belongs to cache '%s'", x,
+			     s->name, slab->cache->name);
+	report_fatal("%s at %p (cache '%s')", why, x, s->name);
+}
+
+/* ---- node partial list (list_lock held) ------------------------------ */
+
+static void add_partial_locked(struct node *n, struct slab *slab, bool tail)
+{
+	slab->on_node = 1;
+	if (tail) {
+		slab->next = NULL;
+		slab->prev = n->partial_tail;
+		if (n->partial_tail)
+			n->partial_tail->next = slab;
+		else
+			n->partial_head = slab;
+		n->partial_tail = slab;
+	} else {
+		slab->prev = NULL;
+		slab->next = n->partial_head;
+		if (n->partial_head)
+			n->partial_head->prev = slab;
+		else
+			n->partial_tail = slab;
+		n->partial_head = slab;
+	}
+	atomic_store_explicit(&n->nr_partial, atomic_load_explicit(&n->nr_partial, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static void remove_partial_locked(struct node *n, struct slab *slab)
+{
+	if (slab->prev)
+		slab->prev->next = slab->next;
+	else
+		n->partial_head = slab->next;
+	if (slab->next)
+		slab->next->prev = slab->prev;
+	else
+		n->partial_tail = slab->prev;
+	slab->next = slab->prev = NULL;
+	slab->on_node = 0;
+	atomic_store_explicit(&n->nr_partial, atomic_load_explicit(&n->nr_partial, memory_order_relaxed) - 1,
+			      memory_order_relaxed);
+}
+
+static inline unsigned long nr_partial(struct node *n)
+{
+	return atomic_load_explicit(&n->nr_partial, memory_order_relaxed);
+}
+
+/* ---- slabs from and to the page allocator ---------------------------- */
+
+static struct slab *alloc_slab_pages(struct uslab_cache *s, struct cpu_cache *c, unsigned *objects)
+{
+	struct slab *slab = page_alloc(s->order);
+	*objects = s->objects;
+	if (unlikely(!slab) && s->min_order < s->order) {
+		slab = page_alloc(s->min_order);
+		*objects = s->min_objects;
+		if (slab)
+			stat_inc(s, c, USLAB_STAT_ORDER_FALLBACK);
+	}
+	return slab;
+}
+
+/*
+ * A new slab, frozen for the caller, with every object on the returned
+ * chain (the caller's CPU free list): slab->fc holds an empty list and
+ * inuse = objects. Runs the constructor on every object.
+ */
+static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **chain)
+{
+	unsigned objects;
+	struct slab *slab = alloc_slab_pages(s, c, &objects);
+	if (!slab)
+		return NULL;
+	char *base = slab_base(slab);
+	slab->cache = s;
+	slab->objects = (uint16_t)objects;
+	slab->on_node = 0;
+	slab->next = slab->prev = NULL;
+	if (s->ctor)
+		for (unsigned i = 0; i < objects; i++)
+			s->ctor(base + (size_t)i * s->size);
+	for (unsigned i = 0; i + 1 < objects; i++)
+		set_freepointer(s, base + (size_t)i * s->size, base + (size_t)(i + 1) * s->size);
+	set_freepointer(s, base + (size_t)(objects - 1) * s->size, NULL);
+	atomic_store_explicit(&slab->fc, fc_make(NULL, objects, true), memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->node.total_objects, objects, memory_order_relaxed);
+	/* kind last: from here on, lookups of these pages find a slab */
+	slab->kind = PK_SLAB;
+	*chain = base;
+	return slab;
+}
+
+static void discard_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	atomic_fetch_sub_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&s->node.total_objects, slab->objects, memory_order_relaxed);
+	stat_inc(s, c, USLAB_STAT_FREE_SLAB);
+	slab->kind = PK_BUSY;
+	page_free(slab);
+}
+
+/* ---- taking slabs ------------------------------------------------------ */
+
+/*
+ * Take a slab's whole free list for the CPU (acquire_slab/get_freelist):
+ * the list becomes the caller's, inuse = objects. The slab stays (or
+ * becomes) frozen if the list is non-empty; a frozen slab whose list is
+ * empty is unfrozen instead: it is full and goes on no list.
+ */
+static void *take_freelist(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
+	void *fl;
+	do {
+		fl = fc_freelist(old, slab);
+		new = fc_make(NULL, slab->objects, fl != NULL);
+	} while (!fc_cas(slab, &old, new) && (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
+	return fl;
+}
+
+/* Freeze a slab for the CPU partial list, leaving its free list in place. */
+static void freeze_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
+	while (!fc_cas(slab, &old, old | FC_FROZEN))
+		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+}
+
+static void push_cpu_partial(struct cpu_cache *c, struct slab *slab)
+{
+	slab->cpu_partial_slabs = (uint16_t)(c->partial ? c->partial->cpu_partial_slabs + 1 : 1);
+	slab->next = c->partial;
+	c->partial = slab;
+}
+
+/* Refill the CPU part from the node partial list: the first slab becomes
+ * the CPU slab, more go onto the CPU partial list, up to half its limit,
+ * all in one lock hold. Returns the CPU slab's free list or NULL. */
+static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
+{
+	struct node *n = &s->node;
+	void *object = NULL;
+	unsigned moved = 0;
+	if (!nr_partial(n))   /* racy peek, as SLUB's: a miss only means a new slab */
+		return NULL;
+	NODE_LOCK(s, c, n);
+	struct slab *slab;
+	while ((slab = n->partial_head) != NULL) {
+		remove_partial_locked(n, slab);
+		if (!object) {
+			/* Listed slabs have free objects, and only list holders
+			 * take them, so the list cannot be empty here. */
+			object = take_freelist(s, c, slab);
+			c->slab = slab;
+			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
+		} else {
+			freeze_slab(s, c, slab);
+			push_cpu_partial(c, slab);
+			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_NODE);
+		}
+		if (s->cpu_partial_slabs == 0 || ++moved > s->cpu_partial_slabs / 2)
+			break;
+	}
+	NODE_UNLOCK(n);
+	return object;
+}
+
+/* ---- giving slabs back to the node ------------------------------------- */
+
+/*
+ * Unfreeze the slabs of a CPU partial list onto the node list, in one lock
+ * hold; empty ones beyond min_partial go back to the page allocator.
+ */
+static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c, struct slab *list)
+{
+	struct node *n = &s->node;
+	struct slab *discard = NULL;
+	NODE_LOCK(s, c, n);
+	while (list) {
+		struct slab *slab = list;
+		list = slab->next;
+		uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
+		while (!fc_cas(slab, &old, old & ~FC_FROZEN))
+			stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+		/* Unfrozen under the lock: a free that empties it now waits for the
+		 * lock and finds it listed. An empty slab has no objects out, so
+		 * nothing can race with discarding it. */
+		if (!fc_inuse(old) && nr_partial(n) >= s->min_partial) {
+			slab->next = discard;
+			discard = slab;
+		} else {
+			add_partial_locked(n, slab, true);
+			stat_inc(s, c, USLAB_STAT_FREE_ADD_PARTIAL);
+		}
+	}
+	NODE_UNLOCK(n);
+	while (discard) {
+		struct slab *slab = discard;
+		discard = slab->next;
+		discard_slab(s, c, slab);
+	}
+}
+
+/* A free froze a full slab for this CPU: put it on the CPU partial list,
+ * first draining the list to the node if it is at its limit. */
+static void put_cpu_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	if (c->partial && c->partial->cpu_partial_slabs >= s->cpu_partial_slabs) {
+		struct slab *list = c->partial;
+		c->partial = NULL;
+		unfreeze_partials(s, c, list);
+		stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_DRAIN);
+	}
+	push_cpu_partial(c, slab);
+}
+
+/*
+ * Give up the CPU slab (deactivate_slab): splice the CPU's own free objects
+ * onto the slab's list, unfreeze it, and put it on the node list if it has
+ * free objects (or free it if it is empty and the node has enough).
+ */
+static void deactivate_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *freelist)
+{
+	struct node *n = &s->node;
+	unsigned nfree = 0;
+	void *tail = NULL;
+	for (void *p = freelist; p; p = get_freepointer(s, p)) {
+		tail = p;
+		nfree++;
+	}
+	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
+	void *prior;
+	do {
+		prior = fc_freelist(old, slab);
+		if (tail)
+			set_freepointer(s, tail, prior);
+		new = fc_make(freelist ? freelist : prior, fc_inuse(old) - nfree, false);
+	} while (!fc_cas(slab, &old, new) && (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
+	if (prior)
+		stat_inc(s, c, USLAB_STAT_DEACTIVATE_REMOTE_FREES);
+	if (!fc_freelist(new, slab)) {
+		stat_inc(s, c, USLAB_STAT_DEACTIVATE_FULL);
+		return;
+	}
+	NODE_LOCK(s, c, n);
+	/* Reread: a free may have emptied it since (and, finding it unlisted,
+	 * left it to us). */
+	if (!fc_inuse(atomic_load_explicit(&slab->fc, memory_order_acquire)) && nr_partial(n) >= s->min_partial) {
+		NODE_UNLOCK(n);
+		stat_inc(s, c, USLAB_STAT_DEACTIVATE_EMPTY);
+		discard_slab(s, c, slab);
+		return;
+	}
+	/* Cache-hot objects (the CPU's own) at the head, cold at the tail. */
+	add_partial_locked(n, slab, nfree != 0);
+	NODE_UNLOCK(n);
+	stat_inc(s, c, nfree ? USLAB_STAT_DEACTIVATE_TO_TAIL : USLAB_STAT_DEACTIVATE_TO_HEAD);
+}
+
+void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
+{
+	if (c->slab) {
+		struct slab *slab = c->slab;
+		void *fl = c->freelist;
+		c->slab = NULL;
+		c->freelist = NULL;
+		stat_inc(s, c, USLAB_STAT_CPUSLAB_FLUSH);
+		deactivate_slab(s, c, slab, fl);
+	}
+	if (c->partial) {
+		struct slab *list = c->partial;
+		c->partial = NULL;
+		unfreeze_partials(s, c, list);
+	}
+}
+
+/* ---- allocation slow path (___slab_alloc) ------------------------------ */
+
+/* Make c->freelist non-empty; false when no memory can be had. */
+static bool refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
+{
+	void *fl;
+	struct slab *slab = c->slab;
+	if (slab) {
+		/* Objects other threads freed to our CPU slab meanwhile. */
+		fl = take_freelist(s, c, slab);
+		if (fl) {
+			c->freelist = fl;
+			stat_inc(s, c, USLAB_STAT_ALLOC_REFILL);
+			return true;
+		}
+		/* Full: take_freelist unfroze it; it lives on no list now. */
+		c->slab = NULL;
+		stat_inc(s, c, USLAB_STAT_DEACTIVATE_BYPASS);
+	}
+	while ((slab = c->partial) != NULL) {
+		c->partial = slab->next;
+		if (c->partial)
+			c->partial->cpu_partial_slabs = (uint16_t)(slab->cpu_partial_slabs - 1);
+		fl = take_freelist(s, c, slab);
+		if (likely(fl)) {   /* frozen slabs only gain objects: never empty */
+			c->slab = slab;
+			c->freelist = fl;
+			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_ALLOC);
+			return true;
+		}
+	}
+	fl = get_partial_node(s, c);
+	if (fl) {
+		c->freelist = fl;
+		return true;
+	}
+	slab = new_slab(s, c, &fl);
+	if (!slab)
+		return false;
+	stat_inc(s, c, USLAB_STAT_ALLOC_SLAB);
+	c->slab = slab;
+	c->freelist = fl;
+	return true;
+}
+
+void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
+{
+	if (!c || c->cache != s) {
+		c = cpu_get(s);
+		if (!c)
+			return slab_alloc_nocpu(s);
+	}
+	if (!c->freelist && !refill_cpu(s, c)) {
+		stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *x = c->freelist;
+	c->freelist = get_freepointer(s, x);
+	stat_inc(s, c, USLAB_STAT_ALLOC_SLOWPATH);
+	return x;
+}
+
+/* Without a CPU part: borrow one on the stack for one object. */
+void *slab_alloc_nocpu(struct uslab_cache *s)
+{
+	struct cpu_cache tmp;
+	memset(&tmp, 0, sizeof tmp);
+	tmp.cache = s;
+	void *x = NULL;
+	if (refill_cpu(s, &tmp)) {
+		x = tmp.freelist;
+		tmp.freelist = get_freepointer(s, x);
+		stat_inc(s, &tmp, USLAB_STAT_ALLOC_SLOWPATH);
+	} else {
+		stat_inc(s, &tmp, USLAB_STAT_ALLOC_FAILED);
+	}
+	slab_flush_cpu(s, &tmp);
+	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
+		if (tmp.stat[i])
+			atomic_fetch_add_explicit(&s->stat_gone[i], tmp.stat[i], memory_order_relaxed);
+	if (!x)
+		errno = ENOMEM;
+	return x;
+}
+
+/* ---- free slow path (__slab_free) -------------------------------------- */
+
+/*
+ * Free the chain head..tail (cnt objects, all of `slab`) to a slab that is
+ * not this CPU's slab: one CAS on the slab word.
+ */
+static void do_slab_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
+			 void *tail, unsigned cnt)
+{
+	struct node *n = &s->node;
+	bool locked = false, was_frozen;
+	bool can_freeze = c && s->cpu_partial_slabs;
+	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
+	void *prior;
+	for (;;) {
+		if (locked) {
+			NODE_UNLOCK(n);
+			locked = false;
+		}
+		prior = fc_freelist(old, slab);
+		if (unlikely(prior == head))
+			slab_bad_free(s, slab, head, "double free");
+		set_freepointer(s, tail, prior);
+		was_frozen = fc_frozen(old);
+		unsigned inuse = fc_inuse(old) - cnt;
+		bool frozen = was_frozen;
+		if ((!inuse || !prior) && !was_frozen) {
+			if (can_freeze && !prior) {
+				frozen = true;   /* full slab: freeze it onto our CPU partial list */
+			} else {
+				NODE_LOCK(s, c, n);
+				locked = true;
+			}
+		}
+		new = fc_make(head, inuse, frozen);
+		if (fc_cas(slab, &old, new))
+			break;
+		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+	}
+	if (!locked) {
+		if (was_frozen) {
+			stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
+		} else if (fc_frozen(new)) {
+			put_cpu_partial(s, c, slab);
+			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_FREE);
+		}
+		return;
+	}
+	/* Partial but not listed: someone is deactivating it and will list it. */
+	if (prior && !slab->on_node) {
+		NODE_UNLOCK(n);
+		return;
+	}
+	if (!fc_inuse(new) && nr_partial(n) >= s->min_partial) {
+		if (prior) {
+			remove_partial_locked(n, slab);
+			stat_inc(s, c, USLAB_STAT_FREE_REMOVE_PARTIAL);
+		}
+		NODE_UNLOCK(n);
+		discard_slab(s, c, slab);
+		return;
+	}
+	if (!prior) {
+		add_partial_locked(n, slab, true);
+		stat_inc(s, c, USLAB_STAT_FREE_ADD_PARTIAL);
+	}
+	NODE_UNLOCK(n);
+}
+
+void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c)
+{
+	if (unlikely(slab->kind != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
+		slab_bad_free(s, slab, x, "invalid free");
+	if (c && c->cache != s)
+		c = NULL;   /* an orphaned part: it must not take slabs */
+	if (c && slab == c->slab) {   /* only misuse reaches here with our own CPU slab */
+		if (x == c->freelist)
+			slab_bad_free(s, slab, x, "double free");
+	}
+	stat_inc(s, c, USLAB_STAT_FREE_SLOWPATH);
+	do_slab_free(s, c, slab, x, x, 1);
+}
+
+void slab_free_nocpu(struct uslab_cache *s, void *x)
+{
+	slab_free_slow(s, page_obj_slab(x), x, NULL);
+}
+
+/* ---- shrink and accounting --------------------------------------------- */
+
+unsigned long slab_shrink_node(struct uslab_cache *s)
+{
+	struct node *n = &s->node;
+	struct slab *discard = NULL;
+	unsigned long freed = 0;
+	NODE_LOCK(s, NULL, n);
+	for (struct slab *slab = n->partial_head, *nx; slab; slab = nx) {
+		nx = slab->next;
+		/* listed and empty: no object is out, nothing can change it */
+		if (!fc_inuse(atomic_load_explicit(&slab->fc, memory_order_acquire))) {
+			remove_partial_locked(n, slab);
+			slab->next = discard;
+			discard = slab;
+		}
+	}
+	NODE_UNLOCK(n);
+	while (discard) {
+		struct slab *slab = discard;
+		discard = slab->next;
+		discard_slab(s, NULL, slab);
+		freed++;
+	}
+	return freed;
+}
+
+unsigned long slab_count_live(struct uslab_cache *s)
+{
+	struct node *n = &s->node;
+	NODE_LOCK(s, NULL, n);
+	long live = atomic_load_explicit(&n->total_objects, memory_order_relaxed);
+	for (struct slab *slab = n->partial_head; slab; slab = slab->next) {
+		unsigned inuse = fc_inuse(atomic_load_explicit(&slab->fc, memory_order_acquire));
+		live -= slab->objects - inuse;
+	}
+	NODE_UNLOCK(n);
+	return live > 0 ? (unsigned long)live : 0;
+}
