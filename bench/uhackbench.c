@@ -1,0 +1,357 @@
+/*
+ * uhackbench: hackbench (thread mode, pipes) where every message is an
+ * allocated object, so that the allocator's cross-thread traffic is what is
+ * measured, as in the SLUB threads under reference/.
+ *
+ *   uhackbench [--mode cache|malloc] [--size BYTES] GROUPS [LOOPS]
+ *
+ * Each group has 20 senders and 20 receivers, all threads, and one pipe per
+ * receiver. Each sender, LOOPS times, for each receiver of its group:
+ * allocates a message of BYTES bytes (cache mode: from one uslab cache shared
+ * by all threads; malloc mode: malloc), fills it with a check pattern and
+ * writes the pointer (8 bytes, so the write is atomic) into the receiver's
+ * pipe. Each receiver reads 20 * LOOPS pointers, checks each message and
+ * frees it. Every message is therefore freed by a thread other than the one
+ * that allocated it, and every cache sees 20 senders x 20 receivers per group.
+ *
+ * As in hackbench, all threads are created first and wait; the clock starts
+ * when they are released and stops when the last one has been joined.
+ * Output:
+ *   Time: N.NNN
+ *   MaxRSS: N KiB                (getrusage ru_maxrss, the whole process)
+ *   uslab: ...                   (cache mode only: the cache's stats)
+ *
+ * Malloc mode calls no uslab function, so LD_PRELOAD of any malloc measures
+ * that malloc alone (libuslab is loaded but idle).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uslab.h"
+
+#define NUM_FDS 20            /* senders and receivers per group, as hackbench */
+#define DEFAULT_SIZE 100      /* hackbench's message size */
+#define DEFAULT_LOOPS 500     /* 10 groups: ~1-2 s on a 2-vCPU Xeon guest */
+#define STACK_SIZE (256 * 1024)
+
+enum mode { MODE_CACHE, MODE_MALLOC };
+
+static enum mode mode = MODE_CACHE;
+static size_t msg_size = DEFAULT_SIZE;
+static unsigned long loops = DEFAULT_LOOPS;
+static struct uslab_cache *cache;
+
+/* Start line: workers report ready, then wait for the go. */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t start_ready = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t start_go = PTHREAD_COND_INITIALIZER;
+static unsigned nr_ready;
+static int go;
+
+struct sender {
+	int out_fds[NUM_FDS];   /* write ends of the group's receiver pipes */
+	unsigned id;            /* global sender number, seeds the pattern */
+};
+
+struct receiver {
+	int in_fd;              /* read end of this receiver's pipe */
+	unsigned long expect;   /* messages to read */
+};
+
+static void fatal(const char *what)
+{
+	fprintf(stderr, "uhackbench: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void wait_for_start(void)
+{
+	pthread_mutex_lock(&start_lock);
+	nr_ready++;
+	pthread_cond_signal(&start_ready);
+	while (!go)
+		pthread_cond_wait(&start_go, &start_lock);
+	pthread_mutex_unlock(&start_lock);
+}
+
+static inline void *msg_alloc(void)
+{
+	return mode == MODE_CACHE ? uslab_cache_alloc(cache) : malloc(msg_size);
+}
+
+static inline void msg_free(void *p)
+{
+	if (mode == MODE_CACHE)
+		uslab_cache_free(cache, p);
+	else
+		free(p);
+}
+
+/* Pattern: byte 0 is a tag, byte i is tag + 7i (mod 256). */
+static inline void msg_fill(unsigned char *m, unsigned char tag)
+{
+	m[0] = tag;
+	for (size_t i = 1; i < msg_size; i++)
+		m[i] = (unsigned char)(tag + 7 * i);
+}
+
+static inline void msg_check(const unsigned char *m)
+{
+	unsigned char tag = m[0];
+	for (size_t i = 1; i < msg_size; i++) {
+		if (m[i] != (unsigned char)(tag + 7 * i)) {
+			fprintf(stderr, "uhackbench: message %p corrupt at byte %zu "
+					"(0x%02x, expected 0x%02x)\n",
+				(const void *)m, i, m[i], (unsigned char)(tag + 7 * i));
+			abort();
+		}
+	}
+}
+
+static void *sender(void *arg)
+{
+	struct sender *s = arg;
+	wait_for_start();
+	for (unsigned long l = 0; l < loops; l++) {
+		for (int j = 0; j < NUM_FDS; j++) {
+			void *m = msg_alloc();
+			if (!m)
+				fatal("message allocation");
+			msg_fill(m, (unsigned char)(s->id * 31 + l + j));
+			ssize_t n;
+			do
+				n = write(s->out_fds[j], &m, sizeof(m));
+			while (n < 0 && errno == EINTR);
+			if (n != (ssize_t)sizeof(m))
+				fatal("write");
+		}
+	}
+	return NULL;
+}
+
+static void *receiver(void *arg)
+{
+	struct receiver *r = arg;
+	wait_for_start();
+	for (unsigned long k = 0; k < r->expect; k++) {
+		void *m;
+		size_t done = 0;
+		while (done < sizeof(m)) {
+			ssize_t n = read(r->in_fd, (char *)&m + done, sizeof(m) - done);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				fatal("read");
+			done += (size_t)n;
+		}
+		msg_check(m);
+		msg_free(m);
+	}
+	return NULL;
+}
+
+static unsigned long parse_ulong(const char *what, const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v == 0) {
+		fprintf(stderr, "uhackbench: %s must be a positive integer, not '%s'\n", what, s);
+		exit(2);
+	}
+	return v;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: uhackbench [--mode cache|malloc] [--size BYTES] GROUPS [LOOPS]\n"
+		"  GROUPS groups of %d sender and %d receiver threads, one pipe per receiver;\n"
+		"  each sender sends LOOPS (default %d) rounds of one allocated message to\n"
+		"  every receiver of its group; receivers check and free them.\n"
+		"  --mode cache   messages come from one shared uslab cache (default)\n"
+		"  --mode malloc  messages come from malloc(); no uslab call at all\n"
+		"  --size BYTES   message size (default %d, as hackbench)\n",
+		NUM_FDS, NUM_FDS, DEFAULT_LOOPS, DEFAULT_SIZE);
+}
+
+/* Each group needs 2 * NUM_FDS descriptors; raise the soft limit if needed. */
+static void ensure_fds(unsigned long groups)
+{
+	struct rlimit rl;
+	rlim_t need = (rlim_t)groups * 2 * NUM_FDS + 64;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long groups = 0;
+	int npos = 0;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--mode") && i + 1 < argc) {
+			const char *m = argv[++i];
+			if (!strcmp(m, "cache"))
+				mode = MODE_CACHE;
+			else if (!strcmp(m, "malloc"))
+				mode = MODE_MALLOC;
+			else {
+				usage(stderr);
+				return 2;
+			}
+		} else if (!strcmp(a, "--size") && i + 1 < argc) {
+			msg_size = parse_ulong("--size", argv[++i]);
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (a[0] == '-' || npos >= 2) {
+			usage(stderr);
+			return 2;
+		} else if (npos++ == 0) {
+			groups = parse_ulong("GROUPS", a);
+		} else {
+			loops = parse_ulong("LOOPS", a);
+		}
+	}
+	if (!groups) {
+		usage(stderr);
+		return 2;
+	}
+	if (mode == MODE_CACHE && msg_size > USLAB_CACHE_MAX_SIZE) {
+		fprintf(stderr, "uhackbench: --size above %lu is not a cache size\n",
+			(unsigned long)USLAB_CACHE_MAX_SIZE);
+		return 2;
+	}
+
+	printf("Running in threaded mode with %lu groups using %d file descriptors each (== %lu tasks)\n",
+	       groups, 2 * NUM_FDS, groups * 2 * NUM_FDS);
+	printf("Each sender will pass %lu messages of %zu bytes (%s)\n",
+	       loops * NUM_FDS, msg_size, mode == MODE_CACHE ? "uslab cache" : "malloc");
+	fflush(stdout);
+
+	if (mode == MODE_CACHE) {
+		cache = uslab_cache_create("uhackbench-msg", msg_size, 0, 0, NULL);
+		if (!cache)
+			fatal("uslab_cache_create");
+	}
+
+	ensure_fds(groups);
+	unsigned long nthreads = groups * 2 * NUM_FDS;
+	struct sender *senders = calloc(groups * NUM_FDS, sizeof(*senders));
+	struct receiver *receivers = calloc(groups * NUM_FDS, sizeof(*receivers));
+	pthread_t *tids = calloc(nthreads, sizeof(*tids));
+	if (!senders || !receivers || !tids)
+		fatal("calloc");
+
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	if (pthread_attr_setstacksize(&attr, STACK_SIZE))
+		fatal("pthread_attr_setstacksize");
+
+	unsigned long t = 0;
+	for (unsigned long g = 0; g < groups; g++) {
+		int wfd[NUM_FDS];
+		for (int j = 0; j < NUM_FDS; j++) {
+			int p[2];
+			if (pipe(p))
+				fatal("pipe");
+			struct receiver *r = &receivers[g * NUM_FDS + j];
+			r->in_fd = p[0];
+			r->expect = loops * NUM_FDS;
+			wfd[j] = p[1];
+			int err = pthread_create(&tids[t++], &attr, receiver, r);
+			if (err) {
+				errno = err;
+				fatal("pthread_create");
+			}
+		}
+		for (int i = 0; i < NUM_FDS; i++) {
+			struct sender *s = &senders[g * NUM_FDS + i];
+			memcpy(s->out_fds, wfd, sizeof(wfd));
+			s->id = (unsigned)(g * NUM_FDS + i);
+			int err = pthread_create(&tids[t++], &attr, sender, s);
+			if (err) {
+				errno = err;
+				fatal("pthread_create");
+			}
+		}
+	}
+	pthread_attr_destroy(&attr);
+
+	pthread_mutex_lock(&start_lock);
+	while (nr_ready < nthreads)
+		pthread_cond_wait(&start_ready, &start_lock);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	go = 1;
+	pthread_cond_broadcast(&start_go);
+	pthread_mutex_unlock(&start_lock);
+
+	for (unsigned long i = 0; i < nthreads; i++)
+		pthread_join(tids[i], NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("Time: %.3f\n", secs);
+	printf("MaxRSS: %ld KiB\n", ru.ru_maxrss);
+
+	if (mode == MODE_CACHE) {
+		struct uslab_cache_info info;
+		memset(&info, 0, sizeof(info));
+		info.version = USLAB_CACHE_INFO_VERSION;
+		if (uslab_cache_get_info(cache, &info) == 0) {
+			const uint64_t *ev = info.events;
+			uint64_t af = ev[USLAB_STAT_ALLOC_FASTPATH], as = ev[USLAB_STAT_ALLOC_SLOWPATH];
+			uint64_t ff = ev[USLAB_STAT_FREE_FASTPATH], fs = ev[USLAB_STAT_FREE_SLOWPATH];
+			printf("uslab: cache %s objsize %zu stride %zu order %u objs/slab %u: "
+			       "alloc fast %.2f%% (%llu/%llu), free fast %.2f%% (%llu/%llu), "
+			       "NODE_LOCK %llu, CMPXCHG_DOUBLE_FAIL %llu, "
+			       "CPU_PARTIAL_ALLOC %llu, CPU_PARTIAL_FREE %llu, ALLOC_SLAB %llu, FREE_SLAB %llu, "
+			       "slabs %llu, slab KiB %llu\n",
+			       info.name, info.object_size, info.slab_object_size, info.order,
+			       info.objects_per_slab,
+			       af + as ? 100.0 * (double)af / (double)(af + as) : 0.0,
+			       (unsigned long long)af, (unsigned long long)(af + as),
+			       ff + fs ? 100.0 * (double)ff / (double)(ff + fs) : 0.0,
+			       (unsigned long long)ff, (unsigned long long)(ff + fs),
+			       (unsigned long long)ev[USLAB_STAT_NODE_LOCK],
+			       (unsigned long long)ev[USLAB_STAT_CMPXCHG_DOUBLE_FAIL],
+			       (unsigned long long)ev[USLAB_STAT_CPU_PARTIAL_ALLOC],
+			       (unsigned long long)ev[USLAB_STAT_CPU_PARTIAL_FREE],
+			       (unsigned long long)ev[USLAB_STAT_ALLOC_SLAB],
+			       (unsigned long long)ev[USLAB_STAT_FREE_SLAB],
+			       (unsigned long long)info.slabs,
+			       (unsigned long long)(info.slab_bytes / 1024));
+			if (info.active_objects)
+				printf("uslab: warning: %llu objects still active after the run\n",
+				       (unsigned long long)info.active_objects);
+		}
+		uslab_cache_destroy(cache);
+	}
+
+	for (unsigned long i = 0; i < groups * NUM_FDS; i++) {
+		close(receivers[i].in_fd);
+		if (i % NUM_FDS == 0)
+			for (int j = 0; j < NUM_FDS; j++)
+				close(senders[i].out_fds[j]);
+	}
+	free(senders);
+	free(receivers);
+	free(tids);
+	return 0;
+}
