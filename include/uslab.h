@@ -145,6 +145,9 @@ USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
 	X(CPU_PARTIAL_FREE,      "free froze a full slab onto the CPU partial list") \
 	X(CPU_PARTIAL_NODE,      "slab moved from the node list to the CPU partial list") \
 	X(CPU_PARTIAL_DRAIN,     "CPU partial list drained to the node list") \
+	X(ALLOC_PCS,             "allocation from the CPU object queue") \
+	X(FREE_PCS,              "free to the CPU object queue") \
+	X(SHEAF_FLUSH,           "CPU object queue handed back to slabs") \
 	X(NODE_LOCK,             "node list lock acquisitions") \
 	X(ALLOC_FAILED,          "allocation returned NULL (no memory)")
 
@@ -181,9 +184,18 @@ struct uslab_cache_info {
 	uint64_t events[USLAB_NR_STAT_ITEMS]; /* sums over all threads, live and gone */
 };
 
-/* Fill `info`. Returns 0, or -1 with errno EINVAL (NULL argument or unknown
- * version). Counters of live threads are read without stopping them, so
- * the sums are exact only when the cache is quiet. */
+/*
+ * Fill `info`. Returns 0, or -1 with errno EINVAL (NULL argument or unknown
+ * version).
+ *
+ * Counters of live threads are read without stopping them. The sums are
+ * exact for the calling thread's own use and for threads that have exited.
+ * For another live thread, ALLOC_FASTPATH (which is not counted on the fast
+ * path but derived from the slow paths) and so active_objects count the
+ * objects on that thread's CPU free list as allocated, as the kernel's
+ * slabinfo counts CPU slabs as full: they run ahead by at most one slab of
+ * objects per such thread until it next takes a slow path or exits.
+ */
 USLAB_API int uslab_cache_get_info(struct uslab_cache *cache, struct uslab_cache_info *info);
 
 /* Print one row per cache (Name, Objects, Objsize, Slabs, Partial, Order,

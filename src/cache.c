@@ -115,7 +115,7 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 	s->object_size = (unsigned)size;
 	s->size = (unsigned)stride;
 	s->align = (unsigned)align;
-	s->recip = (uint32_t)(((1ULL << 32) + stride - 1) / stride);
+	s->divmagic = UINT64_MAX / stride + 1;
 	s->min_order = (uint8_t)floor_order;
 	s->order = (uint8_t)calculate_order(s->size, floor_order);
 	s->objects = (uint16_t)MIN(order_objects(s->order, s->size), SLAB_MAX_OBJECTS);
@@ -133,6 +133,8 @@ static void cache_tunables(struct uslab_cache *s)
 	s->cpu_partial_slabs = (s->cpu_partial * 2 + s->objects - 1) / s->objects;
 	unsigned long mp = fls_u(s->size * s->objects) / 2;   /* ilog2(slab bytes) / 2 */
 	s->min_partial = MAX(5UL, MIN(10UL, mp));
+	/* about two pages of objects, as the kernel sizes sheaves for small objects */
+	s->queue_cap = (unsigned)MAX(8UL, MIN((unsigned long)CPU_QUEUE_MAX, 2 * PAGE_SIZE / s->size));
 }
 
 static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(void *))
@@ -267,15 +269,21 @@ size_t uslab_cache_size(const struct uslab_cache *s) { return s->object_size; }
 
 /* ---- fast paths ------------------------------------------------------------ */
 
-/* Pop the CPU free list: no lock, no atomic read-modify-write. */
+/* Pop the CPU free list, else the CPU object queue: no lock, no atomic
+ * read-modify-write. */
 void *uslab_cache_alloc(struct uslab_cache *s)
 {
 	struct cpu_cache *c = cpu_this(s);
 	void *x;
-	if (likely(c != NULL) && likely((x = c->freelist) != NULL)) {
-		c->freelist = get_freepointer(s, x);
-		stat_inc(s, c, USLAB_STAT_ALLOC_FASTPATH);
-		return x;
+	if (likely(c != NULL)) {
+		if (likely((x = c->freelist) != NULL)) {
+			c->freelist = get_freepointer(s, x);   /* ALLOC_FASTPATH is derived: see slab.h */
+			return x;
+		}
+		if (c->qn) {
+			stat_inc(s, c, USLAB_STAT_ALLOC_PCS);
+			return c->queue[--c->qn];
+		}
 	}
 	return slab_alloc_slow(s, c);
 }
@@ -288,20 +296,23 @@ void *uslab_cache_zalloc(struct uslab_cache *s)
 	return x;
 }
 
-/* Push to the CPU free list when the object is of the CPU slab; the checks
- * (our pointer, object boundary, not the list head) cost compares only. */
+/* Push to the CPU free list when the object is in the CPU slab; the checks
+ * (inside the slab, on an object boundary, not the list head) cost a
+ * subtraction, a multiply and compares. Everything else, including every
+ * foreign pointer, goes to the slow path, which checks it in full. */
 void uslab_cache_free(struct uslab_cache *s, void *x)
 {
 	if (unlikely(!x))
 		return;
-	struct slab *slab = page_obj_slab(x);
 	struct cpu_cache *c = cpu_this(s);
-	if (likely(c != NULL) && likely(slab == c->slab) && likely(x != c->freelist) &&
-	    likely(slab_obj_valid(s, slab, x))) {
-		set_freepointer(s, x, c->freelist);
-		c->freelist = x;
-		stat_inc(s, c, USLAB_STAT_FREE_FASTPATH);
-		return;
+	if (likely(c != NULL)) {
+		uintptr_t off = (uintptr_t)x - c->slab_base;
+		if (likely(off < c->slab_span) && likely(obj_offset_ok(s, off)) && likely(x != c->freelist)) {
+			set_freepointer(s, x, c->freelist);
+			c->freelist = x;
+			stat_inc(s, c, USLAB_STAT_FREE_FASTPATH);
+			return;
+		}
 	}
-	slab_free_slow(s, slab, x, c);
+	slab_free_slow(s, page_obj_slab(x), x, c);
 }

@@ -15,18 +15,19 @@
 
 #include <string.h>
 
-/* Threads without parts point here: nslots 0 sends the fast paths to the
- * slow path without a NULL test. */
-static struct cpu_thread cpu_none;
-static struct cpu_thread cpu_dead = { .dead = true };
-
-__thread struct cpu_thread *cpu_self __attribute__((tls_model("initial-exec"))) = &cpu_none;
+/* Zero until the thread's first slow path: nslots 0 sends the fast paths
+ * to the slow path without a NULL test. */
+__thread struct cpu_tls cpu_tls __attribute__((tls_model("initial-exec")));
 
 static pthread_key_t cpu_key;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 
 static void fold_stats(struct uslab_cache *s, struct cpu_cache *c)
 {
+	/* flushed: the free list is empty, so the derived count is exact */
+	atomic_fetch_add_explicit(&s->stat_gone[USLAB_STAT_ALLOC_FASTPATH], cpu_alloc_fastpath(c),
+				  memory_order_relaxed);
+	atomic_store_explicit(&c->fl_in, 0, memory_order_relaxed);
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++) {
 		uint64_t v = atomic_load_explicit(&c->stat[i], memory_order_relaxed);
 		if (v)
@@ -54,10 +55,15 @@ static void cpu_detach_locked(struct cpu_cache *c)
 static void cpu_thread_exit(void *arg)
 {
 	struct cpu_thread *t = arg;
-	cpu_self = &cpu_dead;
+	struct cpu_cache **slots = cpu_tls.slots;
+	unsigned nslots = cpu_tls.nslots;
+	cpu_tls.dead = true;
+	cpu_tls.nslots = 0;
+	cpu_tls.slots = NULL;
+	cpu_tls.thread = NULL;
 	pthread_mutex_lock(&cache_mutex);
-	for (unsigned i = 0; i < t->nslots; i++) {
-		struct cpu_cache *c = t->slots[i];
+	for (unsigned i = 0; i < nslots; i++) {
+		struct cpu_cache *c = slots[i];
 		if (!c)
 			continue;
 		if (c->cache)
@@ -86,11 +92,11 @@ static struct cpu_thread *thread_create(void)
 		slab_free_nocpu(&cache_thread_cache, t);
 		return NULL;
 	}
-	cpu_self = t;
+	cpu_tls.thread = t;
 	return t;
 }
 
-/* Make room for slot `id` (the owner thread only reads and writes slots). */
+/* Make room for slot `id` (only the owner thread reads and writes slots). */
 static bool slots_grow(struct cpu_thread *t, unsigned id)
 {
 	unsigned order = 0;
@@ -102,12 +108,12 @@ static bool slots_grow(struct cpu_thread *t, unsigned id)
 	struct cpu_cache **slots = page_address(blk);
 	size_t n = (PAGE_SIZE << order) / sizeof(void *);
 	memset(slots, 0, n * sizeof(void *));
-	if (t->nslots)
-		memcpy(slots, t->slots, t->nslots * sizeof(void *));
+	if (cpu_tls.nslots)
+		memcpy(slots, cpu_tls.slots, cpu_tls.nslots * sizeof(void *));
 	struct slab *old = t->slots_block;
-	t->slots = slots;
+	cpu_tls.slots = slots;
 	t->slots_block = blk;
-	t->nslots = (unsigned)n;
+	cpu_tls.nslots = (unsigned)n;
 	if (old)
 		page_free(old);
 	return true;
@@ -115,14 +121,14 @@ static bool slots_grow(struct cpu_thread *t, unsigned id)
 
 struct cpu_cache *cpu_get(struct uslab_cache *s)
 {
-	struct cpu_thread *t = cpu_self;
-	if (t->dead || s->internal)
+	struct cpu_thread *t = cpu_tls.thread;
+	if (cpu_tls.dead || s->internal)
 		return NULL;
-	if (t == &cpu_none && !(t = thread_create()))
+	if (!t && !(t = thread_create()))
 		return NULL;
-	if (s->id >= t->nslots && !slots_grow(t, s->id))
+	if (s->id >= cpu_tls.nslots && !slots_grow(t, s->id))
 		return NULL;
-	struct cpu_cache *c = t->slots[s->id];
+	struct cpu_cache *c = cpu_tls.slots[s->id];
 	if (c && c->cache == s)
 		return c;
 	if (!c) {
@@ -131,15 +137,16 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 			return NULL;
 		memset(c, 0, sizeof *c);
 		c->thread = t;
-		t->slots[s->id] = c;
+		cpu_tls.slots[s->id] = c;
 	}
 	/* A new part, or one left by a destroyed cache that had this id. */
 	pthread_mutex_lock(&cache_mutex);
 	c->freelist = NULL;
-	c->slab = NULL;
+	cpu_set_slab(s, c, NULL);
 	c->partial = NULL;
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);
+	atomic_store_explicit(&c->fl_in, 0, memory_order_relaxed);
 	c->cache = s;
 	c->cprev = NULL;
 	c->cnext = s->cpu_list;

@@ -56,7 +56,7 @@ static void free_list_add(struct slab *d, unsigned order)
 		page_segment(d)->dirty_pages += 1U << order;
 		P.dirty_pages += 1U << order;
 	}
-	d->kind = PK_FREE;
+	page_set_kind(d, PK_FREE);
 	d->order = (uint8_t)order;
 	d->prev = NULL;
 	d->next = P.free[order];
@@ -92,7 +92,7 @@ static void free_block_insert(struct slab *d, unsigned order, bool dirty, uint64
 		if (bidx + (1U << order) > SEG_PAGES)
 			break;
 		struct slab *b = &seg->desc[bidx];
-		if (b->kind != PK_FREE || b->order != order)
+		if (page_kind(b) != PK_FREE || b->order != order)
 			break;
 		free_list_del(b);
 		dirty |= b->dirty;
@@ -143,7 +143,7 @@ static struct slab *take_block(unsigned order)
 	unsigned n = 1U << order;
 	seg->used_pages += n;
 	P.used_pages += n;
-	d->kind = PK_BUSY;
+	page_set_kind(d, PK_BUSY);
 	d->order = (uint8_t)order;
 	d->dirty = 0;
 	for (unsigned i = 0; i < n; i++)
@@ -240,7 +240,7 @@ static void page_purge(bool all)
 			if (seg->used_pages || (!all && now - seg->empty_since < page_purge_delay_ms))
 				continue;
 			for (unsigned i = SEG_HEADER_PAGES; i < SEG_PAGES; i += 1U << seg->desc[i].order) {
-				if (seg->desc[i].kind != PK_FREE)
+				if (page_kind(&seg->desc[i]) != PK_FREE)
 					break;   /* a block is being purged by another thread: try later */
 				if (i + (1U << seg->desc[i].order) >= SEG_PAGES) {
 					/* every block free and on the lists: unlink them all */
@@ -273,7 +273,7 @@ static void page_purge(bool all)
 					continue;
 				}
 				free_list_del(d);
-				d->kind = PK_PURGING;
+				page_set_kind(d, PK_PURGING);
 				batch[nb++] = d;
 			}
 		}

@@ -47,12 +47,15 @@ struct slab {
 	struct slab *prev;          /* head: node partial list or free-list back link */
 	uint32_t head;              /* every page: index of its block's head page */
 	uint16_t objects;           /* slab: object slots */
-	uint8_t kind;               /* head: enum page_kind */
+	_Atomic uint8_t kind;       /* head: enum page_kind; atomic: the page allocator reads a
+	                             * buddy's kind while its owner may change it (BUSY<->SLAB) */
 	uint8_t order;              /* head: block order */
 	uint8_t on_node;            /* slab: on the node partial list (node list_lock) */
 	uint8_t dirty;              /* free block: has pages not yet given back to the OS */
 	uint16_t cpu_partial_slabs; /* slab heading a CPU partial list: slabs in that list */
 	uint64_t free_time;         /* free block: when freed (ms, os_now_ms) */
+	void *_Atomic owner;        /* slab: the CPU part that froze it, NULL when not frozen
+	                             * (set after freezing, cleared before unfreezing) */
 } __attribute__((aligned(CACHE_LINE)));
 
 struct segment {
@@ -74,6 +77,15 @@ extern _Atomic uint64_t page_seg_map[SEG_MAP_BITS / 64] USLAB_HIDDEN;
 static inline struct segment *page_segment(const void *p)
 {
 	return (struct segment *)((uintptr_t)p & ~SEG_MASK);
+}
+
+static inline unsigned page_kind(const struct slab *d)
+{
+	return atomic_load_explicit(&d->kind, memory_order_relaxed);
+}
+static inline void page_set_kind(struct slab *d, unsigned k)
+{
+	atomic_store_explicit(&d->kind, (uint8_t)k, memory_order_release);
 }
 
 /* Stands for every pointer outside our segments: kind PK_META, 0 objects,

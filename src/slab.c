@@ -33,17 +33,40 @@
 #define NODE_LOCK(s, c, n)  do { pthread_mutex_lock(&(n)->list_lock); stat_inc(s, c, USLAB_STAT_NODE_LOCK); } while (0)
 #define NODE_UNLOCK(n)      pthread_mutex_unlock(&(n)->list_lock)
 
+/*
+ * A process with one thread needs no lock prefix on the slab word: glibc
+ * keeps __libc_single_threaded set until the first pthread_create (which
+ * synchronizes with the new thread), and its own malloc elides atomics the
+ * same way (SINGLE_THREAD_P). Like any malloc, uslab is not for use from
+ * signal handlers, which is the only other way in.
+ */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+#include <sys/single_threaded.h>
+#define single_threaded() (__libc_single_threaded != 0)
+#else
+#define single_threaded() false
+#endif
+
 static inline bool fc_cas(struct slab *slab, uint64_t *old, uint64_t new)
 {
+	if (single_threaded()) {
+		atomic_store_explicit(&slab->fc, new, memory_order_relaxed);
+		return true;
+	}
 	return atomic_compare_exchange_weak_explicit(&slab->fc, old, new, memory_order_acq_rel,
 						     memory_order_acquire);
+}
+
+static inline void set_owner(struct slab *slab, struct cpu_cache *c)
+{
+	atomic_store_explicit(&slab->owner, c, memory_order_relaxed);
 }
 
 /* ---- reports ----------------------------------------------------------- */
 
 _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const void *x, const char *why)
 {
-	if (slab->kind == PK_SLAB && slab->cache && slab->cache != s)
+	if (page_kind(slab) == PK_SLAB && slab->cache && slab->cache != s)
 		report_fatal("wrong cache: free of %p to cache '%s', but it belongs to cache '%s'", x,
 			     s->name, slab->cache->name);
 	report_fatal("%s at %p (cache '%s')", why, x, s->name);
@@ -134,10 +157,11 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 		set_freepointer(s, base + (size_t)i * s->size, base + (size_t)(i + 1) * s->size);
 	set_freepointer(s, base + (size_t)(objects - 1) * s->size, NULL);
 	atomic_store_explicit(&slab->fc, fc_make(NULL, objects, true), memory_order_relaxed);
+	set_owner(slab, c);
 	atomic_fetch_add_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->node.total_objects, objects, memory_order_relaxed);
 	/* kind last: from here on, lookups of these pages find a slab */
-	slab->kind = PK_SLAB;
+	page_set_kind(slab, PK_SLAB);
 	*chain = base;
 	return slab;
 }
@@ -147,7 +171,7 @@ static void discard_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab
 	atomic_fetch_sub_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&s->node.total_objects, slab->objects, memory_order_relaxed);
 	stat_inc(s, c, USLAB_STAT_FREE_SLAB);
-	slab->kind = PK_BUSY;
+	page_set_kind(slab, PK_BUSY);
 	page_free(slab);
 }
 
@@ -163,10 +187,15 @@ static void *take_freelist(struct uslab_cache *s, struct cpu_cache *c, struct sl
 {
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
 	void *fl;
+	set_owner(slab, NULL);   /* before a CAS that may unfreeze it */
 	do {
 		fl = fc_freelist(old, slab);
 		new = fc_make(NULL, slab->objects, fl != NULL);
 	} while (!fc_cas(slab, &old, new) && (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
+	if (fl)
+		set_owner(slab, c);
+	/* the list holds every object not in use */
+	cpu_count(&c->fl_in, slab->objects - fc_inuse(old));
 	return fl;
 }
 
@@ -176,6 +205,7 @@ static void freeze_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab 
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
 	while (!fc_cas(slab, &old, old | FC_FROZEN))
 		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+	set_owner(slab, c);
 }
 
 static void push_cpu_partial(struct cpu_cache *c, struct slab *slab)
@@ -203,7 +233,7 @@ static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
 			/* Listed slabs have free objects, and only list holders
 			 * take them, so the list cannot be empty here. */
 			object = take_freelist(s, c, slab);
-			c->slab = slab;
+			cpu_set_slab(s, c, slab);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
 		} else {
 			freeze_slab(s, c, slab);
@@ -216,6 +246,8 @@ static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
 	NODE_UNLOCK(n);
 	return object;
 }
+
+static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, unsigned n);
 
 /* ---- giving slabs back to the node ------------------------------------- */
 
@@ -232,6 +264,7 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c, struct
 		struct slab *slab = list;
 		list = slab->next;
 		uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
+		set_owner(slab, NULL);
 		while (!fc_cas(slab, &old, old & ~FC_FROZEN))
 			stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 		/* Unfrozen under the lock: a free that empties it now waits for the
@@ -280,8 +313,10 @@ static void deactivate_slab(struct uslab_cache *s, struct cpu_cache *c, struct s
 		tail = p;
 		nfree++;
 	}
+	cpu_count(&c->fl_in, -(uint64_t)nfree);
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
 	void *prior;
+	set_owner(slab, NULL);
 	do {
 		prior = fc_freelist(old, slab);
 		if (tail)
@@ -311,10 +346,12 @@ static void deactivate_slab(struct uslab_cache *s, struct cpu_cache *c, struct s
 
 void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
+	if (c->qn)
+		queue_flush(s, c, c->qn);
 	if (c->slab) {
 		struct slab *slab = c->slab;
 		void *fl = c->freelist;
-		c->slab = NULL;
+		cpu_set_slab(s, c, NULL);
 		c->freelist = NULL;
 		stat_inc(s, c, USLAB_STAT_CPUSLAB_FLUSH);
 		deactivate_slab(s, c, slab, fl);
@@ -342,7 +379,7 @@ static bool refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 			return true;
 		}
 		/* Full: take_freelist unfroze it; it lives on no list now. */
-		c->slab = NULL;
+		cpu_set_slab(s, c, NULL);
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_BYPASS);
 	}
 	while ((slab = c->partial) != NULL) {
@@ -351,7 +388,7 @@ static bool refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 			c->partial->cpu_partial_slabs = (uint16_t)(slab->cpu_partial_slabs - 1);
 		fl = take_freelist(s, c, slab);
 		if (likely(fl)) {   /* frozen slabs only gain objects: never empty */
-			c->slab = slab;
+			cpu_set_slab(s, c, slab);
 			c->freelist = fl;
 			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_ALLOC);
 			return true;
@@ -366,7 +403,8 @@ static bool refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 	if (!slab)
 		return false;
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLAB);
-	c->slab = slab;
+	cpu_count(&c->fl_in, slab->objects);
+	cpu_set_slab(s, c, slab);
 	c->freelist = fl;
 	return true;
 }
@@ -385,6 +423,7 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
 	}
 	void *x = c->freelist;
 	c->freelist = get_freepointer(s, x);
+	cpu_count(&c->fl_in, -1);
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLOWPATH);
 	return x;
 }
@@ -399,6 +438,7 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 	if (refill_cpu(s, &tmp)) {
 		x = tmp.freelist;
 		tmp.freelist = get_freepointer(s, x);
+		cpu_count(&tmp.fl_in, -1);
 		stat_inc(s, &tmp, USLAB_STAT_ALLOC_SLOWPATH);
 	} else {
 		stat_inc(s, &tmp, USLAB_STAT_ALLOC_FAILED);
@@ -455,6 +495,7 @@ static void do_slab_free(struct uslab_cache *s, struct cpu_cache *c, struct slab
 		if (was_frozen) {
 			stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
 		} else if (fc_frozen(new)) {
+			set_owner(slab, c);
 			put_cpu_partial(s, c, slab);
 			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_FREE);
 		}
@@ -481,17 +522,92 @@ static void do_slab_free(struct uslab_cache *s, struct cpu_cache *c, struct slab
 	NODE_UNLOCK(n);
 }
 
+/*
+ * Free objects (validated, of cache s, with their slabs) to their slabs:
+ * objects of one slab are chained into a detached free list and handed over
+ * with one CAS. Up to GROUPS slabs are open at once, so interleaved streams
+ * (several senders' objects freed by one receiver) still group, while a
+ * random order costs a few compares per object, not a sort.
+ */
+#define GROUPS 8
+static void free_to_slabs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs,
+			  struct slab *const *slabs, unsigned n)
+{
+	struct group { struct slab *slab; void *head, *tail; unsigned cnt; } g[GROUPS];
+	unsigned ng = 0, victim = 0;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned k;
+		for (k = 0; k < ng && g[k].slab != slabs[i]; k++)
+			;
+		if (k < ng) {
+			set_freepointer(s, g[k].tail, objs[i]);
+			g[k].tail = objs[i];
+			g[k].cnt++;
+			continue;
+		}
+		if (ng < GROUPS) {
+			k = ng++;
+		} else {
+			k = victim;
+			victim = (victim + 1) % GROUPS;
+			do_slab_free(s, c, g[k].slab, g[k].head, g[k].tail, g[k].cnt);
+		}
+		g[k] = (struct group){ slabs[i], objs[i], objs[i], 1 };
+	}
+	for (unsigned k = 0; k < ng; k++)
+		do_slab_free(s, c, g[k].slab, g[k].head, g[k].tail, g[k].cnt);
+}
+
+/* Hand the oldest `n` queued objects to their slabs. */
+static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, unsigned n)
+{
+	void *objs[CPU_QUEUE_MAX];
+	struct slab *slabs[CPU_QUEUE_MAX];
+	memcpy(objs, c->queue, n * sizeof(void *));
+	memcpy(slabs, c->qslab, n * sizeof(void *));
+	memmove(c->queue, c->queue + n, (c->qn - n) * sizeof(void *));
+	memmove(c->qslab, c->qslab + n, (c->qn - n) * sizeof(void *));
+	c->qn -= n;
+	stat_inc(s, c, USLAB_STAT_SHEAF_FLUSH);
+	free_to_slabs(s, c, objs, slabs, n);
+}
+
 void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c)
 {
-	if (unlikely(slab->kind != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
+	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
 		slab_bad_free(s, slab, x, "invalid free");
-	if (c && c->cache != s)
-		c = NULL;   /* an orphaned part: it must not take slabs */
-	if (c && slab == c->slab) {   /* only misuse reaches here with our own CPU slab */
-		if (x == c->freelist)
+	if (unlikely(!c || c->cache != s))
+		c = cpu_get(s);   /* NULL for exiting threads: they free straight to the slab */
+	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
+	if (likely(c)) {
+		if (unlikely(x == c->freelist || (c->qn && x == c->queue[c->qn - 1])))
 			slab_bad_free(s, slab, x, "double free");
+		if (s->queue_cap && fc_frozen(old) && atomic_load_explicit(&slab->owner, memory_order_relaxed) != c) {
+			/* Another CPU is allocating from this slab: a CAS on its word
+			 * would bounce a line that CPU is using. The object waits in
+			 * our CPU queue instead, for an allocation here or a batched
+			 * hand-back to its slab (one CAS per slab). */
+			if (c->qn == s->queue_cap)
+				queue_flush(s, c, c->qn / 2);
+			c->qslab[c->qn] = slab;
+			c->queue[c->qn++] = x;
+			stat_inc(s, c, USLAB_STAT_FREE_PCS);
+			return;
+		}
 	}
 	stat_inc(s, c, USLAB_STAT_FREE_SLOWPATH);
+	/* Most slow frees change no list: the slab is frozen, or keeps free
+	 * and used objects. Try that with one CAS before the general path. */
+	void *prior = fc_freelist(old, slab);
+	if (likely(prior && prior != x && (fc_inuse(old) > 1 || fc_frozen(old)))) {
+		set_freepointer(s, x, prior);
+		if (likely(fc_cas(slab, &old, fc_make(x, fc_inuse(old) - 1, fc_frozen(old))))) {
+			if (fc_frozen(old))
+				stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
+			return;
+		}
+		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+	}
 	do_slab_free(s, c, slab, x, x, 1);
 }
 

@@ -14,6 +14,7 @@
 #define SLAB_MAX_OBJECTS   32767   /* per slab, as the kernel's MAX_OBJS_PER_PAGE */
 #define SLUB_MAX_ORDER_DEFAULT 3   /* PAGE_ALLOC_COSTLY_ORDER */
 #define CACHE_ID_MAX       65536   /* live caches at once */
+#define CPU_QUEUE_MAX      64      /* objects a CPU object queue can hold */
 
 /* ---- the slab word: free list, inuse, frozen -------------------------- */
 /*
@@ -56,15 +57,26 @@ struct node {
 /* ---- the CPU part: one per thread and cache (kmem_cache_cpu) ---------- */
 struct cpu_cache {
 	void *freelist;                 /* objects of `slab` this CPU may take */
+	uintptr_t slab_base;            /* first object of `slab` (0 without a slab) */
+	uintptr_t slab_span;            /* bytes of object slots in `slab` (0 without) */
+	unsigned qn;                    /* objects in queue */
 	struct slab *slab;              /* the CPU slab (frozen), or NULL */
-	/* Event counters. Only the owning thread writes them, with relaxed
-	 * load+store (no read-modify-write); readers sum them. The fast-path
-	 * ones sit on the same cache line as freelist and slab. */
-	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
 	struct slab *partial;           /* CPU partial list (frozen slabs), via slab->next */
 	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
 	struct cpu_thread *thread;      /* the thread this part belongs to */
 	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
+	/* Event counters. Only the owning thread writes them, with relaxed
+	 * load+store (no read-modify-write); readers sum them.
+	 * ALLOC_FASTPATH is not counted on the fast path (a second counter there
+	 * costs a quarter of the alloc+free pair): it is derived as
+	 * fl_in + FREE_FASTPATH - (objects now on freelist), see stats.c. */
+	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
+	_Atomic uint64_t fl_in;         /* objects the slow path put on freelist, less those it took off */
+	/* CPU object queue (a "sheaf"): objects freed here that are not of the
+	 * CPU slab, oldest first. Allocations take the newest; when full, the
+	 * oldest half goes back to the slabs with one CAS per slab. */
+	void *queue[CPU_QUEUE_MAX];
+	struct slab *qslab[CPU_QUEUE_MAX]; /* the slab of each queued object */
 };
 
 /* ---- a cache (kmem_cache) ---------------------------------------------- */
@@ -73,7 +85,7 @@ struct uslab_cache {
 	unsigned id;               /* index in each thread's CPU part array */
 	unsigned size;             /* stride of objects in a slab: object, free pointer, padding */
 	unsigned offset;           /* free pointer's offset in a free object */
-	uint32_t recip;            /* ceil(2^32 / size): object index by multiplication */
+	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
 	unsigned object_size;      /* size given at creation */
 	unsigned align;            /* effective alignment */
 	uint8_t order;             /* preferred slab order */
@@ -86,6 +98,7 @@ struct uslab_cache {
 	unsigned cpu_partial;      /* objects kept on CPU partial lists */
 	unsigned cpu_partial_slabs;/* the same in slabs; 0 = no CPU partial lists */
 	unsigned long min_partial; /* empty slabs kept on the node list */
+	unsigned queue_cap;        /* CPU object queue length; 0 = plain SLUB frees */
 
 	struct node node;
 	struct cpu_cache *cpu_list;            /* CPU parts (cache_mutex) */
@@ -106,12 +119,33 @@ static inline void set_freepointer(const struct uslab_cache *s, void *obj, void 
 }
 static inline void *slab_base(const struct slab *slab) { return page_address(slab); }
 
-/* Is x the start of an object slot of this slab? One multiply, compares. */
+/* Is `off` (< 2^32) a multiple of the object stride? One multiply (Lemire's
+ * divisibility test), no division. */
+static inline bool obj_offset_ok(const struct uslab_cache *s, uintptr_t off)
+{
+	return (uint64_t)off * s->divmagic <= s->divmagic - 1;
+}
+
+/* Is x the start of an object slot of this slab? */
 static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab *slab, const void *x)
 {
 	uintptr_t off = (uintptr_t)x - (uintptr_t)slab_base(slab);
-	uint32_t idx = (uint32_t)(((uint64_t)(uint32_t)off * s->recip) >> 32);
-	return off < ((uintptr_t)slab->objects * s->size) && (uintptr_t)idx * s->size == off;
+	return off < ((uintptr_t)slab->objects * s->size) && obj_offset_ok(s, off);
+}
+
+/* Make `slab` (or none) the CPU slab of c, with the range the free fast
+ * path checks pointers against. */
+static inline void cpu_set_slab(const struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	c->slab = slab;
+	c->slab_base = slab ? (uintptr_t)slab_base(slab) : 0;
+	c->slab_span = slab ? (uintptr_t)slab->objects * s->size : 0;
+}
+
+/* Add to a counter of the owner's CPU part: load and store, no RMW. */
+static inline void cpu_count(_Atomic uint64_t *ctr, uint64_t n)
+{
+	atomic_store_explicit(ctr, atomic_load_explicit(ctr, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
 /* Count an event on a CPU part (owner only), or on the cache when there is
@@ -119,9 +153,7 @@ static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab
 static inline void stat_inc(struct uslab_cache *s, struct cpu_cache *c, enum uslab_stat_item i)
 {
 	if (likely(c))
-		atomic_store_explicit(&c->stat[i],
-				      atomic_load_explicit(&c->stat[i], memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		cpu_count(&c->stat[i], 1);
 	else
 		atomic_fetch_add_explicit(&s->stat_gone[i], 1, memory_order_relaxed);
 }
@@ -143,27 +175,33 @@ USLAB_HIDDEN unsigned long slab_count_live(struct uslab_cache *s);
 USLAB_HIDDEN _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const void *x, const char *why);
 
 /* ---- cpu_tls.c -------------------------------------------------------- */
-/* The per-thread CPU part array. A thread that has none points at a static
- * empty one, so the fast paths need no NULL test. */
+/* What a thread keeps beside its CPU parts. */
 struct cpu_thread {
-	struct cpu_cache **slots;  /* indexed by cache id; NULL where unused */
-	unsigned nslots;
-	struct slab *slots_block;  /* page block holding slots */
-	bool dead;                 /* exiting: no CPU parts any more */
+	struct slab *slots_block;  /* page block holding the slots array */
 };
-extern __thread struct cpu_thread *cpu_self USLAB_HIDDEN __attribute__((tls_model("initial-exec")));
+/* The thread's only TLS: 24 bytes, initial-exec, so that the fast paths
+ * reach their CPU part with one TLS access and no __tls_get_addr call. */
+struct cpu_tls {
+	struct cpu_cache **slots;  /* CPU parts indexed by cache id; NULL where none */
+	unsigned nslots;           /* 0 until the thread's first slow path */
+	bool dead;                 /* exiting: no CPU parts any more */
+	struct cpu_thread *thread;
+};
+extern __thread struct cpu_tls cpu_tls USLAB_HIDDEN __attribute__((tls_model("initial-exec")));
 
 /* This thread's CPU part for s, or NULL. May be an orphan (c->cache != s)
- * whose freelist and slab are NULL, so fast paths fall to the slow path. */
+ * whose freelist and slab are empty, so fast paths fall to the slow path. */
 static inline struct cpu_cache *cpu_this(const struct uslab_cache *s)
 {
-	struct cpu_thread *t = cpu_self;
-	return likely(s->id < t->nslots) ? t->slots[s->id] : NULL;
+	return likely(s->id < cpu_tls.nslots) ? cpu_tls.slots[s->id] : NULL;
 }
 /* Get or create this thread's CPU part for s; NULL if none can be had. */
 USLAB_HIDDEN struct cpu_cache *cpu_get(struct uslab_cache *s);
 /* Take back every CPU part of s (destroy). cache_mutex held. */
 USLAB_HIDDEN void cpu_orphan_all(struct uslab_cache *s);
+
+/* ---- stats.c ---------------------------------------------------------- */
+USLAB_HIDDEN uint64_t cpu_alloc_fastpath(struct cpu_cache *c);
 
 /* ---- cache.c ---------------------------------------------------------- */
 /* cache_mutex protects: the cache list, cache ids, every cache's cpu_list,

@@ -31,13 +31,33 @@ const char *uslab_stat_desc(enum uslab_stat_item i)
 	return (unsigned)i < USLAB_NR_STAT_ITEMS ? stat_descs[i] : NULL;
 }
 
+/*
+ * Fast-path allocations of a CPU part: what went onto its free list (slow
+ * path refills less slow-path pops and flushes, plus fast frees) less what
+ * is on it now. Only the owner can walk its list; another thread's list is
+ * counted as allocated, as the kernel's slabinfo counts CPU slabs as full,
+ * so such a sum runs ahead by at most one slab per live thread until that
+ * thread's next slow path, flush or exit.
+ */
+uint64_t cpu_alloc_fastpath(struct cpu_cache *c)
+{
+	uint64_t n = atomic_load_explicit(&c->fl_in, memory_order_relaxed) +
+		     atomic_load_explicit(&c->stat[USLAB_STAT_FREE_FASTPATH], memory_order_relaxed);
+	if (c->thread && c->thread == cpu_tls.thread)
+		for (void *p = c->freelist; p; p = get_freepointer(c->cache, p))
+			n--;
+	return n;
+}
+
 static void sum_events_locked(struct uslab_cache *s, uint64_t *ev)
 {
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 		ev[i] = atomic_load_explicit(&s->stat_gone[i], memory_order_relaxed);
-	for (struct cpu_cache *c = s->cpu_list; c; c = c->cnext)
+	for (struct cpu_cache *c = s->cpu_list; c; c = c->cnext) {
 		for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 			ev[i] += atomic_load_explicit(&c->stat[i], memory_order_relaxed);
+		ev[USLAB_STAT_ALLOC_FASTPATH] += cpu_alloc_fastpath(c);
+	}
 }
 
 static void fill_info_locked(struct uslab_cache *s, struct uslab_cache_info *info)
@@ -60,8 +80,8 @@ static void fill_info_locked(struct uslab_cache *s, struct uslab_cache_info *inf
 	info->partial_slabs = atomic_load_explicit(&s->node.nr_partial, memory_order_relaxed);
 	sum_events_locked(s, info->events);
 	const uint64_t *e = info->events;
-	uint64_t allocs = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_SLOWPATH];
-	uint64_t frees = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_SLOWPATH];
+	uint64_t allocs = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_ALLOC_PCS];
+	uint64_t frees = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_SLOWPATH] + e[USLAB_STAT_FREE_PCS];
 	info->active_objects = allocs > frees ? allocs - frees : 0;
 	/* Slabs of mixed orders (after a fallback) make this an estimate. */
 	uint64_t per = s->objects ? s->objects : 1;
@@ -91,7 +111,9 @@ void uslab_stats_print(void (*write_fn)(void *arg, const char *text), void *arg,
 	for (struct uslab_cache *s = cache_list; s; s = s->next) {
 		fill_info_locked(s, &info);
 		const uint64_t *e = info.events;
-		uint64_t fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_FREE_FASTPATH];
+		/* lock- and atomic-free paths: CPU free list and CPU queue */
+		uint64_t fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_FREE_FASTPATH] +
+				e[USLAB_STAT_ALLOC_PCS] + e[USLAB_STAT_FREE_PCS];
 		uint64_t all = fast + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_FREE_SLOWPATH];
 		unsigned pct10 = all ? (unsigned)(fast * 1000 / all) : 0;
 		fmt_buf(line, sizeof line, "%-24s %10llu %8zu %8llu %8llu %5u %5u %4u.%u\n", info.name,
