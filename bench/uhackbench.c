@@ -3,7 +3,15 @@
  * allocated object, so that the allocator's cross-thread traffic is what is
  * measured, as in the SLUB threads under reference/.
  *
- *   uhackbench [--mode cache|malloc] [--size BYTES] GROUPS [LOOPS]
+ *   uhackbench [--mode cache|malloc] [--transport pipe|ring] [--size BYTES] GROUPS [LOOPS]
+ *
+ * Transport. "pipe" is hackbench's own: one write(2) and one read(2) per
+ * message, so kernel pipe code takes most of the time and the allocator's
+ * share is small. "ring" (the default) passes the pointers through a
+ * bounded ring per receiver under a mutex, with condition variables to
+ * sleep on when it is empty or full; a receiver takes all waiting messages
+ * at once. Threads still block and wake as in hackbench, but the cross-
+ * thread allocation traffic is what the run measures.
  *
  * Each group has 20 senders and 20 receivers, all threads, and one pipe per
  * receiver. Each sender, LOOPS times, for each receiver of its group:
@@ -57,15 +65,31 @@ static pthread_cond_t start_go = PTHREAD_COND_INITIALIZER;
 static unsigned nr_ready;
 static int go;
 
+struct ring;
 struct sender {
 	int out_fds[NUM_FDS];   /* write ends of the group's receiver pipes */
+	struct ring *rings[NUM_FDS]; /* or the group's receiver rings */
 	unsigned id;            /* global sender number, seeds the pattern */
 };
 
+/* Ring transport: one per receiver, written by the 20 senders of its group. */
+#define RING_CAP 512
+#define RING_BATCH 64
+struct ring {
+	pthread_mutex_t lock;       /* protects everything below */
+	pthread_cond_t not_empty;   /* the receiver waits here */
+	pthread_cond_t not_full;    /* senders wait here */
+	unsigned head, count, full_waiters;
+	void *slot[RING_CAP];
+};
+
 struct receiver {
-	int in_fd;              /* read end of this receiver's pipe */
+	int in_fd;              /* read end of this receiver's pipe (pipe transport) */
+	struct ring *ring;      /* ring transport */
 	unsigned long expect;   /* messages to read */
 };
+
+static int use_ring = 1;
 
 static void fatal(const char *what)
 {
@@ -117,6 +141,37 @@ static inline void msg_check(const unsigned char *m)
 	}
 }
 
+static void ring_put(struct ring *r, void *m)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->count == RING_CAP) {
+		r->full_waiters++;
+		pthread_cond_wait(&r->not_full, &r->lock);
+		r->full_waiters--;
+	}
+	r->slot[(r->head + r->count) % RING_CAP] = m;
+	if (r->count++ == 0)
+		pthread_cond_signal(&r->not_empty);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Take up to RING_BATCH messages, waiting for at least one. */
+static unsigned ring_get(struct ring *r, void **out)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->count == 0)
+		pthread_cond_wait(&r->not_empty, &r->lock);
+	unsigned n = r->count < RING_BATCH ? r->count : RING_BATCH;
+	for (unsigned i = 0; i < n; i++)
+		out[i] = r->slot[(r->head + i) % RING_CAP];
+	r->head = (r->head + n) % RING_CAP;
+	r->count -= n;
+	if (r->full_waiters)
+		pthread_cond_broadcast(&r->not_full);
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
 static void *sender(void *arg)
 {
 	struct sender *s = arg;
@@ -127,6 +182,10 @@ static void *sender(void *arg)
 			if (!m)
 				fatal("message allocation");
 			msg_fill(m, (unsigned char)(s->id * 31 + l + j));
+			if (use_ring) {
+				ring_put(s->rings[j], m);
+				continue;
+			}
 			ssize_t n;
 			do
 				n = write(s->out_fds[j], &m, sizeof(m));
@@ -142,6 +201,18 @@ static void *receiver(void *arg)
 {
 	struct receiver *r = arg;
 	wait_for_start();
+	if (use_ring) {
+		void *batch[RING_BATCH];
+		for (unsigned long k = 0; k < r->expect;) {
+			unsigned n = ring_get(r->ring, batch);
+			for (unsigned i = 0; i < n; i++) {
+				msg_check(batch[i]);
+				msg_free(batch[i]);
+			}
+			k += n;
+		}
+		return NULL;
+	}
 	for (unsigned long k = 0; k < r->expect; k++) {
 		void *m;
 		size_t done = 0;
@@ -174,12 +245,14 @@ static unsigned long parse_ulong(const char *what, const char *s)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: uhackbench [--mode cache|malloc] [--size BYTES] GROUPS [LOOPS]\n"
-		"  GROUPS groups of %d sender and %d receiver threads, one pipe per receiver;\n"
+		"usage: uhackbench [--mode cache|malloc] [--transport ring|pipe] [--size BYTES] GROUPS [LOOPS]\n"
+		"  GROUPS groups of %d sender and %d receiver threads, one channel per receiver;\n"
 		"  each sender sends LOOPS (default %d) rounds of one allocated message to\n"
 		"  every receiver of its group; receivers check and free them.\n"
 		"  --mode cache   messages come from one shared uslab cache (default)\n"
 		"  --mode malloc  messages come from malloc(); no uslab call at all\n"
+		"  --transport ring  a mutex-protected ring per receiver (default)\n"
+		"  --transport pipe  a pipe per receiver, one syscall per message (hackbench's)\n"
 		"  --size BYTES   message size (default %d, as hackbench)\n",
 		NUM_FDS, NUM_FDS, DEFAULT_LOOPS, DEFAULT_SIZE);
 }
@@ -212,6 +285,16 @@ int main(int argc, char **argv)
 				usage(stderr);
 				return 2;
 			}
+		} else if (!strcmp(a, "--transport") && i + 1 < argc) {
+			const char *t = argv[++i];
+			if (!strcmp(t, "ring"))
+				use_ring = 1;
+			else if (!strcmp(t, "pipe"))
+				use_ring = 0;
+			else {
+				usage(stderr);
+				return 2;
+			}
 		} else if (!strcmp(a, "--size") && i + 1 < argc) {
 			msg_size = parse_ulong("--size", argv[++i]);
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -236,8 +319,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	printf("Running in threaded mode with %lu groups using %d file descriptors each (== %lu tasks)\n",
-	       groups, 2 * NUM_FDS, groups * 2 * NUM_FDS);
+	printf("Running in threaded mode with %lu groups using %d %s each (== %lu tasks)\n",
+	       groups, 2 * NUM_FDS, use_ring ? "ring ends" : "file descriptors", groups * 2 * NUM_FDS);
 	printf("Each sender will pass %lu messages of %zu bytes (%s)\n",
 	       loops * NUM_FDS, msg_size, mode == MODE_CACHE ? "uslab cache" : "malloc");
 	fflush(stdout);
@@ -264,14 +347,25 @@ int main(int argc, char **argv)
 	unsigned long t = 0;
 	for (unsigned long g = 0; g < groups; g++) {
 		int wfd[NUM_FDS];
+		struct ring *rings[NUM_FDS];
 		for (int j = 0; j < NUM_FDS; j++) {
-			int p[2];
-			if (pipe(p))
-				fatal("pipe");
 			struct receiver *r = &receivers[g * NUM_FDS + j];
-			r->in_fd = p[0];
 			r->expect = loops * NUM_FDS;
-			wfd[j] = p[1];
+			if (use_ring) {
+				rings[j] = r->ring = calloc(1, sizeof(struct ring));
+				if (!r->ring)
+					fatal("calloc");
+				pthread_mutex_init(&r->ring->lock, NULL);
+				pthread_cond_init(&r->ring->not_empty, NULL);
+				pthread_cond_init(&r->ring->not_full, NULL);
+				wfd[j] = -1;
+			} else {
+				int p[2];
+				if (pipe(p))
+					fatal("pipe");
+				r->in_fd = p[0];
+				wfd[j] = p[1];
+			}
 			int err = pthread_create(&tids[t++], &attr, receiver, r);
 			if (err) {
 				errno = err;
@@ -281,6 +375,8 @@ int main(int argc, char **argv)
 		for (int i = 0; i < NUM_FDS; i++) {
 			struct sender *s = &senders[g * NUM_FDS + i];
 			memcpy(s->out_fds, wfd, sizeof(wfd));
+			if (use_ring)
+				memcpy(s->rings, rings, sizeof(rings));
 			s->id = (unsigned)(g * NUM_FDS + i);
 			int err = pthread_create(&tids[t++], &attr, sender, s);
 			if (err) {
@@ -311,6 +407,11 @@ int main(int argc, char **argv)
 	printf("MaxRSS: %ld KiB\n", ru.ru_maxrss);
 
 	if (mode == MODE_CACHE) {
+		struct uslab_process_info pinfo = { .version = USLAB_PROCESS_INFO_VERSION };
+		if (uslab_process_get_info(&pinfo) == 0)
+			printf("uslab: segments %llu, mapped %llu KiB, in page blocks %llu KiB, free not returned %llu KiB\n",
+			       (unsigned long long)pinfo.segments, (unsigned long long)pinfo.mapped_bytes >> 10,
+			       (unsigned long long)pinfo.used_bytes >> 10, (unsigned long long)pinfo.dirty_bytes >> 10);
 		struct uslab_cache_info info;
 		memset(&info, 0, sizeof(info));
 		info.version = USLAB_CACHE_INFO_VERSION;

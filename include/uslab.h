@@ -198,6 +198,21 @@ struct uslab_cache_info {
  */
 USLAB_API int uslab_cache_get_info(struct uslab_cache *cache, struct uslab_cache_info *info);
 
+#define USLAB_PROCESS_INFO_VERSION 1
+
+/* The page allocator's view of the whole process. Fill `version`. */
+struct uslab_process_info {
+	unsigned version;          /* in: USLAB_PROCESS_INFO_VERSION */
+	uint64_t segments;         /* segments mapped from the OS */
+	uint64_t mapped_bytes;     /* bytes mapped from the OS */
+	uint64_t used_bytes;       /* bytes in allocated page blocks (slabs, metadata) */
+	uint64_t dirty_bytes;      /* free bytes not yet given back to the OS */
+	uint64_t free_blocks[10];  /* free page blocks by order 0..9 */
+	uint64_t rss_bytes;        /* resident set size of the process */
+};
+/* Returns 0, or -1 with errno EINVAL. */
+USLAB_API int uslab_process_get_info(struct uslab_process_info *info);
+
 /* Print one row per cache (Name, Objects, Objsize, Slabs, Partial, Order,
  * O/S, Fast%) through write_fn, which is called with pieces of text. opts
  * is reserved (pass 0). Never allocates. */

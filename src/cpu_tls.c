@@ -99,6 +99,11 @@ static struct cpu_thread *thread_create(void)
 /* Make room for slot `id` (only the owner thread reads and writes slots). */
 static bool slots_grow(struct cpu_thread *t, unsigned id)
 {
+	if (id < CPU_INLINE_SLOTS) {   /* a thread's first 64 caches cost no page */
+		cpu_tls.slots = t->inline_slots;
+		cpu_tls.nslots = CPU_INLINE_SLOTS;
+		return true;
+	}
 	unsigned order = 0;
 	while (((PAGE_SIZE << order) / sizeof(void *)) <= id)
 		order++;

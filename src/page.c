@@ -7,6 +7,9 @@
  * node list locks may be held when it is taken, nothing is taken under it,
  * and it is never held across a call into the OS layer (maps, madvise and
  * unmaps happen after the blocks concerned are taken off the lists).
+ * grow_lock serializes mapping new segments (it is held across that mmap,
+ * and taken before page_lock), so that threads that run out together map
+ * one segment, not one each.
  */
 #include "page.h"
 
@@ -29,6 +32,7 @@ static struct {
 	uint64_t used_pages, dirty_pages;
 	uint64_t next_purge;                       /* ms; 0 = nothing to purge */
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;   /* see the top of the file */
 
 static inline unsigned desc_index(const struct slab *d)
 {
@@ -157,10 +161,9 @@ static struct segment *seg_new(void)
 	if (!seg)
 		return NULL;
 	/* Fresh anonymous memory is zero: descriptors start as PK_META with
-	 * head 0, which lookups of header pages resolve to "not a slab". */
+	 * head 0, so lookups of pages never handed out resolve to desc[0], "not
+	 * a slab", and header pages are touched only as their descriptors are. */
 	seg->magic = SEG_MAGIC;
-	for (unsigned i = 0; i < SEG_PAGES; i++)
-		seg->desc[i].head = i;
 	return seg;
 }
 
@@ -176,9 +179,21 @@ struct slab *page_alloc(unsigned order)
 	if (d)
 		return d;
 
-	struct segment *seg = seg_new();   /* no lock across the OS call */
-	if (!seg)
+	/* One thread maps a segment while the others wait and then find its
+	 * blocks: without this, threads starting together each map one. */
+	pthread_mutex_lock(&grow_lock);
+	pthread_mutex_lock(&P.lock);
+	d = take_block(order);
+	pthread_mutex_unlock(&P.lock);
+	if (d) {
+		pthread_mutex_unlock(&grow_lock);
+		return d;
+	}
+	struct segment *seg = seg_new();   /* the page lock is not held across the OS call */
+	if (!seg) {
+		pthread_mutex_unlock(&grow_lock);
 		return NULL;
+	}
 	pthread_mutex_lock(&P.lock);
 	seg->next = P.segs;
 	seg->prev = NULL;
@@ -190,6 +205,7 @@ struct slab *page_alloc(unsigned order)
 	seg_map_set(seg, true);
 	d = take_block(order);
 	pthread_mutex_unlock(&P.lock);
+	pthread_mutex_unlock(&grow_lock);
 	return d;
 }
 

@@ -176,8 +176,10 @@ USLAB_HIDDEN _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *sl
 
 /* ---- cpu_tls.c -------------------------------------------------------- */
 /* What a thread keeps beside its CPU parts. */
+#define CPU_INLINE_SLOTS 64
 struct cpu_thread {
-	struct slab *slots_block;  /* page block holding the slots array */
+	struct slab *slots_block;  /* page block holding the slots array, once it outgrew inline */
+	struct cpu_cache *inline_slots[CPU_INLINE_SLOTS]; /* the first slots, without a page */
 };
 /* The thread's only TLS: 24 bytes, initial-exec, so that the fast paths
  * reach their CPU part with one TLS access and no __tls_get_addr call. */

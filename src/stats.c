@@ -142,3 +142,24 @@ void uslab_stats_print_fd(int fd)
 {
 	uslab_stats_print(write_fd, (void *)(intptr_t)fd, 0);
 }
+
+int uslab_process_get_info(struct uslab_process_info *info)
+{
+	if (!info || info->version != USLAB_PROCESS_INFO_VERSION) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct page_info pi;
+	page_get_info(&pi);
+	memset(info, 0, sizeof *info);
+	info->version = USLAB_PROCESS_INFO_VERSION;
+	info->segments = pi.segments;
+	info->mapped_bytes = pi.mapped_bytes;
+	info->used_bytes = pi.used_bytes;
+	info->dirty_bytes = pi.dirty_bytes;
+	_Static_assert(sizeof info->free_blocks / sizeof info->free_blocks[0] == PAGE_MAX_ORDER + 1,
+		       "free_blocks covers every order");
+	memcpy(info->free_blocks, pi.free_blocks, sizeof info->free_blocks);
+	info->rss_bytes = os_rss();
+	return 0;
+}

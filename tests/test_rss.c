@@ -162,9 +162,54 @@ static void test_rss_threads(void)
 	shrink_destroy_check(mt_caches, rss0, peak, TOTAL / 2, "worker threads");
 }
 
+/* Threads that start together and all find the page allocator empty must
+ * not each map a segment: one maps, the others use it. */
+#define HERD 64
+static struct uslab_cache *herd_cache;
+static pthread_barrier_t herd_barrier;
+static void *herd_thread(void *arg)
+{
+	pthread_barrier_wait(&herd_barrier);
+	void *p = uslab_cache_alloc(herd_cache);
+	CHECK(p != NULL);
+	*(void **)arg = p;
+	return NULL;
+}
+
+static void test_segment_herd(void)
+{
+	/* Runs first in the process: the page allocator has next to nothing,
+	 * so every thread's first allocation needs fresh memory. */
+	herd_cache = uslab_cache_create("herd", USLAB_CACHE_MAX_SIZE, 0, 0, NULL);
+	CHECK(herd_cache != NULL);
+	struct uslab_process_info before = { .version = USLAB_PROCESS_INFO_VERSION };
+	CHECK(uslab_process_get_info(&before) == 0);
+	pthread_t t[HERD];
+	void *objs[HERD];
+	CHECK(pthread_barrier_init(&herd_barrier, NULL, HERD) == 0);
+	for (int i = 0; i < HERD; i++)
+		CHECK(pthread_create(&t[i], NULL, herd_thread, &objs[i]) == 0);
+	for (int i = 0; i < HERD; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	struct uslab_process_info after = { .version = USLAB_PROCESS_INFO_VERSION };
+	CHECK(uslab_process_get_info(&after) == 0);
+	printf("    segments before %" PRIu64 ", after %d threads started together %" PRIu64 "\n",
+	       before.segments, HERD, after.segments);
+	/* Each thread takes one 1 MiB slab; a 4 MiB segment holds three
+	 * (its first MiB holds the header): about HERD / 3 segments are
+	 * needed, not HERD. */
+	CHECKF(after.segments <= before.segments + HERD / 3 + 3, "segments %" PRIu64 " -> %" PRIu64,
+	       before.segments, after.segments);
+	for (int i = 0; i < HERD; i++)
+		uslab_cache_free(herd_cache, objs[i]);
+	pthread_barrier_destroy(&herd_barrier);
+	uslab_cache_destroy(herd_cache);
+}
+
 int main(void)
 {
 	check_init("test_rss");
+	RUN(test_segment_herd);
 	RUN(test_rss_single);
 	RUN(test_rss_threads);
 	return 0;
