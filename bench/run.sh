@@ -2,7 +2,7 @@
 # bench/run.sh: uslab against glibc malloc and the peers that are installed
 # (jemalloc, tcmalloc, mimalloc, each through LD_PRELOAD).
 #
-#   bench/run.sh [--quick] [--fp-reps N] [--hb-reps N] [--groups "1 5 10"]
+#   bench/run.sh [--quick] [--fp-reps N] [--hb-reps N] [--groups "1 5 10"] [--pipe-groups "10"]
 #                [--loops N] [--peers "jemalloc tcmalloc mimalloc"] [--no-save]
 #
 # 1. Configures and builds build-bench/ (Release, -O2, shared libuslab) with
@@ -10,7 +10,9 @@
 # 2. fastpath: once per malloc (glibc, then each peer via LD_PRELOAD), each
 #    process measuring uslab and that malloc in interleaved rounds; repeated
 #    --fp-reps times (default 3).
-# 3. uhackbench at 1, 5 and 10 groups: uslab cache mode, then malloc mode
+# 3. uhackbench at 1, 5 and 10 groups (ring transport), and at --pipe-groups
+#    with hackbench's pipes (one syscall per message, kernel-dominated):
+#    uslab cache mode, then malloc mode
 #    under glibc and each peer; repeated --hb-reps times (default 5). Within
 #    each repetition the allocators run one after the other, in an order that
 #    rotates from one repetition to the next.
@@ -38,6 +40,7 @@ hb_reps_set=0
 fp_reps=3
 hb_reps=5
 groups="1 5 10"
+pipe_groups="10"
 loops=""
 peers_wanted="jemalloc tcmalloc mimalloc"
 save=1
@@ -54,6 +57,7 @@ while [ $# -gt 0 ]; do
 	--fp-reps) need_arg "$@"; fp_reps=$2; shift ;;
 	--hb-reps) need_arg "$@"; hb_reps=$2; hb_reps_set=1; shift ;;
 	--groups) need_arg "$@"; groups=$2; shift ;;
+	--pipe-groups) need_arg "$@"; pipe_groups=$2; shift ;;
 	--loops) need_arg "$@"; loops=$2; shift ;;
 	--peers) need_arg "$@"; peers_wanted=$2; shift ;;
 	--no-save) save=0 ;;
@@ -197,18 +201,19 @@ run_fastpath() {
 }
 
 run_hackbench() {
-	local who=$1 g=$2 out t rss m mode
+	local who=$1 g=$2 tr=${3:-ring} out t rss m mode key
 	if [ "$who" = uslab ]; then m=glibc; mode=cache; else m=$who; mode=malloc; fi
-	if ! out=$(with_malloc "$m" "$HB" --mode "$mode" "$g" $hb_loops 2>&1); then
+	key=hb$g; [ "$tr" = pipe ] && key=hbpipe$g
+	if ! out=$(with_malloc "$m" "$HB" --mode "$mode" --transport "$tr" "$g" $hb_loops 2>&1); then
 		log "run.sh: uhackbench --mode $mode $g under $m failed:"; log "$out"; exit 1
 	fi
 	t=$(awk '/^Time:/ {print $2}' <<<"$out" | tail -n 1)
 	rss=$(awk '/^MaxRSS:/ {print $2}' <<<"$out" | tail -n 1)
 	[ -n "$t" ] && [ -n "$rss" ] || { log "run.sh: unexpected uhackbench output:"; log "$out"; exit 1; }
-	sample "hb${g}_time" "$who" "$t"
-	sample "hb${g}_rss" "$who" "$rss"
+	sample "${key}_time" "$who" "$t"
+	sample "${key}_rss" "$who" "$rss"
 	if [ "$who" = uslab ]; then
-		grep '^uslab:' <<<"$out" | sed "s/^/groups=$g: /" >"$STATS.$g" || true
+		grep '^uslab:' <<<"$out" | sed "s/^/groups=$g transport=$tr: /" >"$STATS.$key" || true
 	fi
 	printf ' %s %ss %sMiB' "$who" "$t" "$((rss / 1024))" >&2
 }
@@ -234,6 +239,13 @@ for ((r = 0; r < hb_reps; r++)); do
 		done
 		printf '\n' >&2
 	done
+	for g in $pipe_groups; do
+		printf ' rep %d/%d, pipe transport, groups=%d:' "$((r + 1))" "$hb_reps" "$g" >&2
+		for who in $(rotate "$r" uslab $mallocs); do
+			run_hackbench "$who" "$g" pipe
+		done
+		printf '\n' >&2
+	done
 done
 elapsed=$(($(date +%s) - start_epoch))
 
@@ -252,16 +264,18 @@ END { flush() }' >"$MEDIANS"
 
 rows="fp_pair fp_batch"
 for g in $groups; do rows="$rows hb${g}_time hb${g}_rss"; done
+for g in $pipe_groups; do rows="$rows hbpipe${g}_time hbpipe${g}_rss"; done
 
 TABLE=$TMP/table
 awk -v rows="$rows" -v cols="uslab glibc $ALL_PEERS" -v have="uslab $mallocs" \
 	-v fpreps="$fp_reps" -v hbreps="$hb_reps" '
-function label(k,   g) {
+function label(k,   g, t) {
 	if (k == "fp_pair") return "fastpath alloc+free pair (ns)"
 	if (k == "fp_batch") return "fastpath batch 10k, shuffled free (ns/obj)"
-	g = k; sub(/^hb/, "", g); sub(/_.*/, "", g)
-	if (k ~ /_time$/) return "uhackbench " g " group" (g == 1 ? "" : "s") " (s)"
-	return "uhackbench " g " group" (g == 1 ? "" : "s") " peak RSS (MiB)"
+	g = k; sub(/^hb(pipe)?/, "", g); sub(/_.*/, "", g)
+	t = k ~ /^hbpipe/ ? " (pipes)" : ""
+	if (k ~ /_time$/) return "uhackbench" t " " g " group" (g == 1 ? "" : "s") " (s)"
+	return "uhackbench" t " " g " group" (g == 1 ? "" : "s") " peak RSS (MiB)"
 }
 function fmt(k, x) {
 	if (k ~ /^fp_/) return sprintf("%.2f", x)
