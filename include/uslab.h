@@ -110,6 +110,37 @@ USLAB_API void uslab_cache_free(struct uslab_cache *cache, void *obj);
  */
 USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
 
+/*
+ * Tunables, at run time, as the kernel's /sys/kernel/slab/<cache>/ files:
+ *   "cpu_partial"  objects kept on each CPU's partial list (0..65535;
+ *                  0 turns CPU partial lists off);
+ *   "min_partial"  empty slabs the node list keeps (0..1024);
+ *   "order"        page order of new slabs (the smallest order that holds
+ *                  an object .. 9);
+ *   "cpu_queue"    objects each CPU's object queue holds (0..64; 0 turns
+ *                  it off).
+ * They can also be set at start: USLAB_OPTIONS="NAME:cpu_partial=N ...".
+ * Return 0, or -1 with errno EINVAL for an unknown name, a value out of
+ * range, or a NULL argument.
+ */
+USLAB_API int uslab_cache_tune_set(struct uslab_cache *cache, const char *name, unsigned long value);
+USLAB_API int uslab_cache_tune_get(struct uslab_cache *cache, const char *name, unsigned long *value);
+
+/*
+ * Allocate nr objects into objs[0..nr). All or nothing: returns nr, or 0
+ * with nothing allocated (errno ENOMEM when memory ran out part way;
+ * EINVAL for a NULL cache or array). nr == 0 returns 0.
+ */
+USLAB_API size_t uslab_cache_alloc_bulk(struct uslab_cache *cache, size_t nr, void **objs);
+
+/*
+ * Free nr objects (NULL entries are skipped), as nr calls of
+ * uslab_cache_free() would, with the same checks, but with one atomic
+ * operation per group of objects of one slab. The array's contents are
+ * left as they were.
+ */
+USLAB_API void uslab_cache_free_bulk(struct uslab_cache *cache, size_t nr, void **objs);
+
 /* The name given at creation. */
 USLAB_API const char *uslab_cache_name(const struct uslab_cache *cache);
 /* The object size given at creation. */
@@ -148,6 +179,8 @@ USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
 	X(ALLOC_PCS,             "allocation from the CPU object queue") \
 	X(FREE_PCS,              "free to the CPU object queue") \
 	X(SHEAF_FLUSH,           "CPU object queue handed back to slabs") \
+	X(ALLOC_BULK,            "objects allocated by alloc_bulk") \
+	X(FREE_BULK,             "objects freed by free_bulk") \
 	X(NODE_LOCK,             "node list lock acquisitions") \
 	X(ALLOC_FAILED,          "allocation returned NULL (no memory)")
 
@@ -168,6 +201,10 @@ USLAB_API const char *uslab_stat_desc(enum uslab_stat_item item);
 struct uslab_cache_info {
 	unsigned version;          /* in: USLAB_CACHE_INFO_VERSION */
 	char name[USLAB_NAME_MAX + 1];
+	/* For a cache merged into another: that cache's name (every number
+	 * below is then the shared cache's). Empty otherwise. */
+	char alias_of[USLAB_NAME_MAX + 1];
+	unsigned aliases;          /* caches merged into this one */
 	size_t object_size;        /* size given at creation */
 	size_t slab_object_size;   /* stride of objects in a slab (with metadata, aligned) */
 	size_t align;              /* effective alignment */
@@ -214,8 +251,9 @@ struct uslab_process_info {
 USLAB_API int uslab_process_get_info(struct uslab_process_info *info);
 
 /* Print one row per cache (Name, Objects, Objsize, Slabs, Partial, Order,
- * O/S, Fast%) through write_fn, which is called with pieces of text. opts
- * is reserved (pass 0). Never allocates. */
+ * O/S, Fast%) through write_fn, which is called with pieces of text, then
+ * one line per merged cache ("alias NAME -> CACHE"). opts is reserved
+ * (pass 0). Never allocates. */
 USLAB_API void uslab_stats_print(void (*write_fn)(void *arg, const char *text), void *arg,
                                  unsigned long opts);
 

@@ -16,17 +16,13 @@ pthread_mutex_t cache_mutex = PTHREAD_MUTEX_INITIALIZER;
 struct uslab_cache *cache_list;
 
 /* uslab's own metadata lives in caches that never use CPU parts. */
-static struct uslab_cache cache_cache;     /* struct uslab_cache */
+struct uslab_cache cache_cache;            /* struct uslab_cache */
 struct uslab_cache cache_cpu_cache;        /* struct cpu_cache */
 struct uslab_cache cache_thread_cache;     /* struct cpu_thread */
 
 static uint64_t id_map[CACHE_ID_MAX / 64]; /* ids in use (cache_mutex) */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
-/* Process options (the USLAB_OPTIONS parser comes with the tunables). */
-static unsigned slub_max_order = SLUB_MAX_ORDER_DEFAULT;
-static unsigned slub_min_order;
-static unsigned slub_min_objects;   /* 0: grows with the CPU count */
 
 /* ---- sizes and orders ---------------------------------------------------- */
 
@@ -68,12 +64,12 @@ static unsigned calc_slab_order(unsigned size, unsigned min_order, unsigned max_
  */
 static unsigned calculate_order(unsigned size, unsigned floor_order)
 {
-	unsigned max_order = MAX(slub_max_order, floor_order);
-	unsigned min_objects = slub_min_objects;
+	unsigned max_order = MAX(opt.max_order, floor_order);
+	unsigned min_objects = opt.min_objects;
 	if (!min_objects)
 		min_objects = 4 * (fls_u(os_ncpus()) + 1);
 	min_objects = MIN(min_objects, MAX(order_objects(max_order, size), 1U));
-	unsigned min_order = MAX(MAX(slub_min_order, floor_order), get_order((size_t)min_objects * size));
+	unsigned min_order = MAX(MAX(opt.min_order, floor_order), get_order((size_t)min_objects * size));
 	while (min_order > 0 && order_objects(min_order, size) > SLAB_MAX_OBJECTS)
 		min_order--;
 	for (unsigned fract = 16; fract > 1; fract /= 2) {
@@ -82,6 +78,12 @@ static unsigned calculate_order(unsigned size, unsigned floor_order)
 			return order;
 	}
 	return MAX(get_order(size), floor_order);
+}
+
+static void set_order(struct uslab_cache *s, unsigned order)
+{
+	unsigned objects = MIN(order_objects(order, s->size), SLAB_MAX_OBJECTS);
+	atomic_store_explicit(&s->oo, order << 16 | objects, memory_order_relaxed);
 }
 
 /* Lay out objects and choose orders (calculate_sizes). */
@@ -117,24 +119,33 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 	s->align = (unsigned)align;
 	s->divmagic = UINT64_MAX / stride + 1;
 	s->min_order = (uint8_t)floor_order;
-	s->order = (uint8_t)calculate_order(s->size, floor_order);
-	s->objects = (uint16_t)MIN(order_objects(s->order, s->size), SLAB_MAX_OBJECTS);
 	s->min_objects = (uint16_t)MIN(order_objects(s->min_order, s->size), SLAB_MAX_OBJECTS);
+	set_order(s, calculate_order(s->size, floor_order));
 	s->flags = flags;
 	return 0;
 }
 
-/* Defaults of the kernel's set_cpu_partial() and set_min_partial(). */
+/* cpu_partial in objects, and in slabs assuming half-full slabs, as the
+ * kernel's slub_set_cpu_partial(). */
+static void set_cpu_partial(struct uslab_cache *s, unsigned objects)
+{
+	unsigned per = oo_objects(cache_oo(s));
+	TUNE_SET(s, cpu_partial, objects);
+	TUNE_SET(s, cpu_partial_slabs, (objects * 2 + per - 1) / per);
+}
+
+/* Defaults of the kernel's set_cpu_partial() and set_min_partial(), and a
+ * CPU queue of about two pages of objects. */
 static void cache_tunables(struct uslab_cache *s)
 {
 	unsigned size = s->size;
-	s->cpu_partial = size >= PAGE_SIZE ? 2 : size >= 1024 ? 6 : size >= 256 ? 13 : 30;
-	/* in slabs: half-full slabs assumed, as the kernel */
-	s->cpu_partial_slabs = (s->cpu_partial * 2 + s->objects - 1) / s->objects;
-	unsigned long mp = fls_u(s->size * s->objects) / 2;   /* ilog2(slab bytes) / 2 */
-	s->min_partial = MAX(5UL, MIN(10UL, mp));
-	/* about two pages of objects, as the kernel sizes sheaves for small objects */
-	s->queue_cap = (unsigned)MAX(8UL, MIN((unsigned long)CPU_QUEUE_MAX, 2 * PAGE_SIZE / s->size));
+	unsigned cp = size >= PAGE_SIZE ? 2 : size >= 1024 ? 6 : size >= 256 ? 13 : 30;
+	if (opt.cpu_partial >= 0)
+		cp = (unsigned)opt.cpu_partial;
+	set_cpu_partial(s, cp);
+	unsigned long mp = fls_u(s->size * oo_objects(cache_oo(s))) / 2;   /* ilog2(slab bytes) / 2 */
+	TUNE_SET(s, min_partial, MAX(5UL, MIN(10UL, mp)));
+	TUNE_SET(s, queue_cap, (unsigned)MAX(8UL, MIN((unsigned long)CPU_QUEUE_MAX, 2 * PAGE_SIZE / s->size)));
 }
 
 static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(void *))
@@ -156,6 +167,8 @@ static void internal_cache(struct uslab_cache *s, const char *name, size_t size)
 
 static void init_once_fn(void)
 {
+	options_init();
+	fork_init();
 	internal_cache(&cache_cache, "uslab_cache", sizeof(struct uslab_cache));
 	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", sizeof(struct cpu_cache));
 	internal_cache(&cache_thread_cache, "uslab_thread", sizeof(struct cpu_thread));
@@ -187,6 +200,24 @@ static void id_put_locked(unsigned id)
 
 /* ---- the API ------------------------------------------------------------ */
 
+/*
+ * A real cache that can serve objects of this layout (find_mergeable): no
+ * constructors, neither asks not to merge, the same stride give or take
+ * less than a pointer, a stride that keeps every object aligned as asked.
+ */
+static struct uslab_cache *find_mergeable_locked(const struct uslab_cache *want)
+{
+	if (opt.nomerge || want->ctor || (want->flags & USLAB_NO_MERGE) || want->align > PAGE_SIZE)
+		return NULL;
+	for (struct uslab_cache *s = cache_list; s; s = s->next) {
+		if (s->ctor || (s->flags & USLAB_NO_MERGE) || s->destroyed || s->size < want->size ||
+		    s->size - want->size >= sizeof(void *) || s->size % want->align)
+			continue;
+		return s;
+	}
+	return NULL;
+}
+
 struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t align,
 				       unsigned long flags, void (*ctor)(void *))
 {
@@ -209,8 +240,22 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		errno = EINVAL;
 		return NULL;
 	}
-	cache_tunables(s);
 	pthread_mutex_lock(&cache_mutex);
+	struct uslab_cache *root = find_mergeable_locked(s);
+	if (root) {
+		/* An alias: what the fast paths read comes from the root. */
+		s->root = root;
+		s->id = root->id;
+		s->size = root->size;
+		s->offset = root->offset;
+		s->divmagic = root->divmagic;
+		atomic_store_explicit(&s->oo, cache_oo(root), memory_order_relaxed);
+		s->alias_next = root->aliases;
+		root->aliases = s;
+		root->refs++;
+		pthread_mutex_unlock(&cache_mutex);
+		return s;
+	}
 	int id = id_get_locked();
 	if (id < 0) {
 		pthread_mutex_unlock(&cache_mutex);
@@ -219,6 +264,9 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		return NULL;
 	}
 	s->id = (unsigned)id;
+	s->refs = 1;
+	cache_tunables(s);
+	options_apply_cache(s);
 	s->next = cache_list;
 	if (cache_list)
 		cache_list->prev = s;
@@ -227,16 +275,19 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 	return s;
 }
 
-void uslab_cache_destroy(struct uslab_cache *s)
+/* Drop one reference to a real cache; the last one destroys it unless
+ * objects are live. `named` is the cache the caller destroyed, for the
+ * report. Called and returns with cache_mutex held. */
+static void cache_put_locked(struct uslab_cache *s, struct uslab_cache *named)
 {
-	if (!s)
+	if (--s->refs)
 		return;
-	pthread_mutex_lock(&cache_mutex);
 	cpu_orphan_all(s);
 	unsigned long live = slab_count_live(s);
 	if (live) {
-		pthread_mutex_unlock(&cache_mutex);
-		report_line("cache '%s': destroy with %lu live object%s; cache left in place", s->name, live,
+		s->refs = 1;   /* left in place, usable, as the kernel does */
+		s->destroyed = false;
+		report_line("cache '%s': destroy with %lu live object%s; cache left in place", named->name, live,
 			    live == 1 ? "" : "s");
 		return;
 	}
@@ -247,15 +298,34 @@ void uslab_cache_destroy(struct uslab_cache *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	id_put_locked(s->id);
-	pthread_mutex_unlock(&cache_mutex);
-	s->min_partial = 0;
 	slab_shrink_node(s);
 	pthread_mutex_destroy(&s->node.list_lock);
 	slab_free_nocpu(&cache_cache, s);
 }
 
+void uslab_cache_destroy(struct uslab_cache *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&cache_mutex);
+	struct uslab_cache *root = s->root;
+	if (root) {
+		struct uslab_cache **pp = &root->aliases;
+		while (*pp != s)
+			pp = &(*pp)->alias_next;
+		*pp = s->alias_next;
+		cache_put_locked(root, s);
+		slab_free_nocpu(&cache_cache, s);
+	} else {
+		s->destroyed = true;
+		cache_put_locked(s, s);
+	}
+	pthread_mutex_unlock(&cache_mutex);
+}
+
 int uslab_cache_shrink(struct uslab_cache *s)
 {
+	s = cache_root(s);
 	struct cpu_cache *c = cpu_this(s);
 	if (c && c->cache == s)
 		slab_flush_cpu(s, c);
@@ -266,6 +336,64 @@ int uslab_cache_shrink(struct uslab_cache *s)
 
 const char *uslab_cache_name(const struct uslab_cache *s) { return s->name; }
 size_t uslab_cache_size(const struct uslab_cache *s) { return s->object_size; }
+
+/* ---- tunables ------------------------------------------------------------ */
+
+int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v)
+{
+	if (!strcmp(name, "cpu_partial")) {
+		if (v > 65535)
+			return -1;
+		set_cpu_partial(s, (unsigned)v);
+	} else if (!strcmp(name, "min_partial")) {
+		if (v > 1024)
+			return -1;
+		TUNE_SET(s, min_partial, v);
+	} else if (!strcmp(name, "order")) {
+		/* any order that holds an object, up to the largest block */
+		if (v < s->min_order || v > PAGE_MAX_ORDER)
+			return -1;
+		set_order(s, (unsigned)v);
+		set_cpu_partial(s, TUNE(s, cpu_partial));   /* slabs per objects changed */
+	} else if (!strcmp(name, "cpu_queue")) {
+		if (v > CPU_QUEUE_MAX)
+			return -1;
+		TUNE_SET(s, queue_cap, (unsigned)v);
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+int uslab_cache_tune_set(struct uslab_cache *s, const char *name, unsigned long value)
+{
+	if (!s || !name || cache_tune_set(cache_root(s), name, value)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+int uslab_cache_tune_get(struct uslab_cache *s, const char *name, unsigned long *value)
+{
+	if (!s || !name || !value)
+		goto inval;
+	s = cache_root(s);
+	if (!strcmp(name, "cpu_partial"))
+		*value = TUNE(s, cpu_partial);
+	else if (!strcmp(name, "min_partial"))
+		*value = TUNE(s, min_partial);
+	else if (!strcmp(name, "order"))
+		*value = oo_order(cache_oo(s));
+	else if (!strcmp(name, "cpu_queue"))
+		*value = TUNE(s, queue_cap);
+	else
+		goto inval;
+	return 0;
+inval:
+	errno = EINVAL;
+	return -1;
+}
 
 /* ---- fast paths ------------------------------------------------------------ */
 

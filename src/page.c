@@ -335,3 +335,15 @@ void page_get_info(struct page_info *pi)
 		pi->free_blocks[o] = P.nfree[o];
 	pthread_mutex_unlock(&P.lock);
 }
+
+void page_fork_prepare(void)
+{
+	pthread_mutex_lock(&grow_lock);
+	pthread_mutex_lock(&P.lock);
+}
+
+void page_fork_release(void)
+{
+	pthread_mutex_unlock(&P.lock);
+	pthread_mutex_unlock(&grow_lock);
+}

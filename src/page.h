@@ -122,6 +122,10 @@ USLAB_HIDDEN void page_free(struct slab *d);
 /* Give back every free page now and unmap every empty segment. */
 USLAB_HIDDEN void page_release_all(void);
 
+/* fork.c: hold the page allocator's locks across fork(). */
+USLAB_HIDDEN void page_fork_prepare(void);
+USLAB_HIDDEN void page_fork_release(void);
+
 struct page_info {
 	uint64_t segments;      /* segments mapped */
 	uint64_t mapped_bytes;  /* bytes mapped */

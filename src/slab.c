@@ -66,7 +66,7 @@ static inline void set_owner(struct slab *slab, struct cpu_cache *c)
 
 _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const void *x, const char *why)
 {
-	if (page_kind(slab) == PK_SLAB && slab->cache && slab->cache != s)
+	if (page_kind(slab) == PK_SLAB && slab->cache && slab->cache != cache_root(s))
 		report_fatal("wrong cache: free of %p to cache '%s', but it belongs to cache '%s'", x,
 			     s->name, slab->cache->name);
 	report_fatal("%s at %p (cache '%s')", why, x, s->name);
@@ -123,9 +123,10 @@ static inline unsigned long nr_partial(struct node *n)
 
 static struct slab *alloc_slab_pages(struct uslab_cache *s, struct cpu_cache *c, unsigned *objects)
 {
-	struct slab *slab = page_alloc(s->order);
-	*objects = s->objects;
-	if (unlikely(!slab) && s->min_order < s->order) {
+	uint32_t oo = cache_oo(s);
+	struct slab *slab = page_alloc(oo_order(oo));
+	*objects = oo_objects(oo);
+	if (unlikely(!slab) && s->min_order < oo_order(oo)) {
 		slab = page_alloc(s->min_order);
 		*objects = s->min_objects;
 		if (slab)
@@ -240,7 +241,7 @@ static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
 			push_cpu_partial(c, slab);
 			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_NODE);
 		}
-		if (s->cpu_partial_slabs == 0 || ++moved > s->cpu_partial_slabs / 2)
+		if (++moved > TUNE(s, cpu_partial_slabs) / 2)
 			break;
 	}
 	NODE_UNLOCK(n);
@@ -270,7 +271,7 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c, struct
 		/* Unfrozen under the lock: a free that empties it now waits for the
 		 * lock and finds it listed. An empty slab has no objects out, so
 		 * nothing can race with discarding it. */
-		if (!fc_inuse(old) && nr_partial(n) >= s->min_partial) {
+		if (!fc_inuse(old) && nr_partial(n) >= TUNE(s, min_partial)) {
 			slab->next = discard;
 			discard = slab;
 		} else {
@@ -290,7 +291,7 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c, struct
  * first draining the list to the node if it is at its limit. */
 static void put_cpu_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 {
-	if (c->partial && c->partial->cpu_partial_slabs >= s->cpu_partial_slabs) {
+	if (c->partial && c->partial->cpu_partial_slabs >= TUNE(s, cpu_partial_slabs)) {
 		struct slab *list = c->partial;
 		c->partial = NULL;
 		unfreeze_partials(s, c, list);
@@ -332,7 +333,7 @@ static void deactivate_slab(struct uslab_cache *s, struct cpu_cache *c, struct s
 	NODE_LOCK(s, c, n);
 	/* Reread: a free may have emptied it since (and, finding it unlisted,
 	 * left it to us). */
-	if (!fc_inuse(atomic_load_explicit(&slab->fc, memory_order_acquire)) && nr_partial(n) >= s->min_partial) {
+	if (!fc_inuse(atomic_load_explicit(&slab->fc, memory_order_acquire)) && nr_partial(n) >= TUNE(s, min_partial)) {
 		NODE_UNLOCK(n);
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_EMPTY);
 		discard_slab(s, c, slab);
@@ -366,7 +367,7 @@ void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 /* ---- allocation slow path (___slab_alloc) ------------------------------ */
 
 /* Make c->freelist non-empty; false when no memory can be had. */
-static bool refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
+bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
 	void *fl;
 	struct slab *slab = c->slab;
@@ -411,12 +412,13 @@ static bool refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 
 void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
 {
+	s = cache_root(s);
 	if (!c || c->cache != s) {
 		c = cpu_get(s);
 		if (!c)
 			return slab_alloc_nocpu(s);
 	}
-	if (!c->freelist && !refill_cpu(s, c)) {
+	if (!c->freelist && !slab_refill_cpu(s, c)) {
 		stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
 		errno = ENOMEM;
 		return NULL;
@@ -435,7 +437,7 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 	memset(&tmp, 0, sizeof tmp);
 	tmp.cache = s;
 	void *x = NULL;
-	if (refill_cpu(s, &tmp)) {
+	if (slab_refill_cpu(s, &tmp)) {
 		x = tmp.freelist;
 		tmp.freelist = get_freepointer(s, x);
 		cpu_count(&tmp.fl_in, -1);
@@ -458,12 +460,12 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
  * Free the chain head..tail (cnt objects, all of `slab`) to a slab that is
  * not this CPU's slab: one CAS on the slab word.
  */
-static void do_slab_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
-			 void *tail, unsigned cnt)
+void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
+		     void *tail, unsigned cnt)
 {
 	struct node *n = &s->node;
 	bool locked = false, was_frozen;
-	bool can_freeze = c && s->cpu_partial_slabs;
+	bool can_freeze = c && TUNE(s, cpu_partial_slabs);
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
 	void *prior;
 	for (;;) {
@@ -506,7 +508,7 @@ static void do_slab_free(struct uslab_cache *s, struct cpu_cache *c, struct slab
 		NODE_UNLOCK(n);
 		return;
 	}
-	if (!fc_inuse(new) && nr_partial(n) >= s->min_partial) {
+	if (!fc_inuse(new) && nr_partial(n) >= TUNE(s, min_partial)) {
 		if (prior) {
 			remove_partial_locked(n, slab);
 			stat_inc(s, c, USLAB_STAT_FREE_REMOVE_PARTIAL);
@@ -525,21 +527,43 @@ static void do_slab_free(struct uslab_cache *s, struct cpu_cache *c, struct slab
 /*
  * Free objects (validated, of cache s, with their slabs) to their slabs:
  * objects of one slab are chained into a detached free list and handed over
- * with one CAS. Up to GROUPS slabs are open at once, so interleaved streams
- * (several senders' objects freed by one receiver) still group, while a
- * random order costs a few compares per object, not a sort.
+ * with one CAS, or, for the CPU slab, put on the CPU free list in one step.
+ * Up to GROUPS slabs are open at once, so interleaved streams (several
+ * senders' objects freed by one receiver) still group, while a random order
+ * costs a few compares per object, not a sort.
  */
 #define GROUPS 8
-static void free_to_slabs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs,
-			  struct slab *const *slabs, unsigned n)
+struct group {
+	struct slab *slab;
+	void *head, *tail;
+	unsigned cnt;
+};
+
+static void group_free(struct uslab_cache *s, struct cpu_cache *c, struct group *g)
 {
-	struct group { struct slab *slab; void *head, *tail; unsigned cnt; } g[GROUPS];
+	if (c && g->slab == c->slab) {
+		if (unlikely(g->head == c->freelist))
+			slab_bad_free(s, g->slab, g->head, "double free");
+		set_freepointer(s, g->tail, c->freelist);
+		c->freelist = g->head;
+		cpu_count(&c->fl_in, g->cnt);
+		return;
+	}
+	slab_free_chain(s, c, g->slab, g->head, g->tail, g->cnt);
+}
+
+void slab_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, struct slab *const *slabs,
+		    unsigned n)
+{
+	struct group g[GROUPS];
 	unsigned ng = 0, victim = 0;
 	for (unsigned i = 0; i < n; i++) {
 		unsigned k;
 		for (k = 0; k < ng && g[k].slab != slabs[i]; k++)
 			;
 		if (k < ng) {
+			if (unlikely(objs[i] == g[k].tail))
+				slab_bad_free(s, slabs[i], objs[i], "double free");
 			set_freepointer(s, g[k].tail, objs[i]);
 			g[k].tail = objs[i];
 			g[k].cnt++;
@@ -550,12 +574,12 @@ static void free_to_slabs(struct uslab_cache *s, struct cpu_cache *c, void *cons
 		} else {
 			k = victim;
 			victim = (victim + 1) % GROUPS;
-			do_slab_free(s, c, g[k].slab, g[k].head, g[k].tail, g[k].cnt);
+			group_free(s, c, &g[k]);
 		}
 		g[k] = (struct group){ slabs[i], objs[i], objs[i], 1 };
 	}
 	for (unsigned k = 0; k < ng; k++)
-		do_slab_free(s, c, g[k].slab, g[k].head, g[k].tail, g[k].cnt);
+		group_free(s, c, &g[k]);
 }
 
 /* Hand the oldest `n` queued objects to their slabs. */
@@ -569,26 +593,29 @@ static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, unsigned n)
 	memmove(c->qslab, c->qslab + n, (c->qn - n) * sizeof(void *));
 	c->qn -= n;
 	stat_inc(s, c, USLAB_STAT_SHEAF_FLUSH);
-	free_to_slabs(s, c, objs, slabs, n);
+	slab_free_objs(s, c, objs, slabs, n);
 }
 
 void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c)
 {
+	struct uslab_cache *named = s;   /* the cache the caller named, for reports */
+	s = cache_root(s);
 	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
-		slab_bad_free(s, slab, x, "invalid free");
+		slab_bad_free(named, slab, x, "invalid free");
 	if (unlikely(!c || c->cache != s))
 		c = cpu_get(s);   /* NULL for exiting threads: they free straight to the slab */
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
 	if (likely(c)) {
 		if (unlikely(x == c->freelist || (c->qn && x == c->queue[c->qn - 1])))
 			slab_bad_free(s, slab, x, "double free");
-		if (s->queue_cap && fc_frozen(old) && atomic_load_explicit(&slab->owner, memory_order_relaxed) != c) {
+		unsigned cap = TUNE(s, queue_cap);
+		if (cap && fc_frozen(old) && atomic_load_explicit(&slab->owner, memory_order_relaxed) != c) {
 			/* Another CPU is allocating from this slab: a CAS on its word
 			 * would bounce a line that CPU is using. The object waits in
 			 * our CPU queue instead, for an allocation here or a batched
 			 * hand-back to its slab (one CAS per slab). */
-			if (c->qn == s->queue_cap)
-				queue_flush(s, c, c->qn / 2);
+			if (c->qn >= cap)   /* >=: the tunable may have shrunk */
+				queue_flush(s, c, c->qn - cap / 2);
 			c->qslab[c->qn] = slab;
 			c->queue[c->qn++] = x;
 			stat_inc(s, c, USLAB_STAT_FREE_PCS);
@@ -608,7 +635,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 		}
 		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 	}
-	do_slab_free(s, c, slab, x, x, 1);
+	slab_free_chain(s, c, slab, x, x, 1);
 }
 
 void slab_free_nocpu(struct uslab_cache *s, void *x)

@@ -88,25 +88,52 @@ struct uslab_cache {
 	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
 	unsigned object_size;      /* size given at creation */
 	unsigned align;            /* effective alignment */
-	uint8_t order;             /* preferred slab order */
+	/* preferred order << 16 | objects per slab of that order, in one word
+	 * so that the order tunable changes both at once (kmem_cache's oo) */
+	_Atomic uint32_t oo;
 	uint8_t min_order;         /* fallback order: smallest that holds an object */
-	uint16_t objects;          /* objects in a slab of `order` */
 	uint16_t min_objects;      /* objects in a slab of `min_order` */
 	unsigned long flags;
 	void (*ctor)(void *);
-	/* tunables (plain stores by setters; read racily by design, as SLUB) */
-	unsigned cpu_partial;      /* objects kept on CPU partial lists */
-	unsigned cpu_partial_slabs;/* the same in slabs; 0 = no CPU partial lists */
-	unsigned long min_partial; /* empty slabs kept on the node list */
-	unsigned queue_cap;        /* CPU object queue length; 0 = plain SLUB frees */
+	/* Tunables: written by setters, read without locks by the slow paths
+	 * (relaxed atomics: a stale value for one operation is harmless, as in
+	 * SLUB's sysfs tunables). */
+	_Atomic unsigned cpu_partial;       /* objects kept on CPU partial lists */
+	_Atomic unsigned cpu_partial_slabs; /* the same in slabs; 0 = no CPU partial lists */
+	_Atomic unsigned long min_partial;  /* empty slabs kept on the node list */
+	_Atomic unsigned queue_cap;         /* CPU object queue length; 0 = plain SLUB frees */
 
 	struct node node;
 	struct cpu_cache *cpu_list;            /* CPU parts (cache_mutex) */
 	_Atomic uint64_t stat_gone[USLAB_NR_STAT_ITEMS]; /* counters of CPU parts gone, and of CPU-less paths */
-	struct uslab_cache *next, *prev;       /* all caches (cache_mutex) */
+	struct uslab_cache *next, *prev;       /* all real caches (cache_mutex) */
 	bool internal;                         /* uslab's own metadata cache */
+	/* Merging. An alias is a small cache of its own (name, requested size)
+	 * that shares its root's id, stride and free pointer, so the fast
+	 * paths run unchanged on the root's CPU parts; everything else works
+	 * on the root. (cache_mutex protects the lists and counts.) */
+	struct uslab_cache *root;              /* alias: the real cache; NULL for a real cache */
+	struct uslab_cache *aliases;           /* real cache: its aliases, via alias_next */
+	struct uslab_cache *alias_next;
+	unsigned refs;                         /* real cache: 1 for itself (until destroyed) + aliases */
+	bool destroyed;                        /* real cache: its creator destroyed it, aliases live on */
 	char name[USLAB_NAME_MAX + 1];
 };
+
+static inline unsigned oo_order(uint32_t oo) { return oo >> 16; }
+static inline unsigned oo_objects(uint32_t oo) { return oo & 0xffff; }
+static inline uint32_t cache_oo(const struct uslab_cache *s)
+{
+	return atomic_load_explicit(&s->oo, memory_order_relaxed);
+}
+#define TUNE(s, field) atomic_load_explicit(&(s)->field, memory_order_relaxed)
+#define TUNE_SET(s, field, v) atomic_store_explicit(&(s)->field, (v), memory_order_relaxed)
+
+/* The real cache behind s (s itself unless s is an alias). */
+static inline struct uslab_cache *cache_root(struct uslab_cache *s)
+{
+	return s->root ? s->root : s;
+}
 
 /* ---- per-object helpers ----------------------------------------------- */
 static inline void *get_freepointer(const struct uslab_cache *s, void *obj)
@@ -158,9 +185,28 @@ static inline void stat_inc(struct uslab_cache *s, struct cpu_cache *c, enum usl
 		atomic_fetch_add_explicit(&s->stat_gone[i], 1, memory_order_relaxed);
 }
 
+static inline void stat_add(struct uslab_cache *s, struct cpu_cache *c, enum uslab_stat_item i, uint64_t n)
+{
+	if (likely(c))
+		cpu_count(&c->stat[i], n);
+	else
+		atomic_fetch_add_explicit(&s->stat_gone[i], n, memory_order_relaxed);
+}
+
 /* ---- slab.c ----------------------------------------------------------- */
 USLAB_HIDDEN void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
 USLAB_HIDDEN void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c);
+/* Fill c->freelist (CPU slab from CPU partial list, node list or a new
+ * slab); false when no memory can be had. */
+USLAB_HIDDEN bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c);
+/* Free the chain head..tail of cnt objects of one slab that is not c's CPU
+ * slab: one CAS, list moves as needed. c may be NULL. */
+USLAB_HIDDEN void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
+				  void *tail, unsigned cnt);
+/* Free n objects (validated, of cache s) whose slabs are in `slabs`: one
+ * CAS per group of objects of one slab; CPU slab objects go to c->freelist. */
+USLAB_HIDDEN void slab_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs,
+				 struct slab *const *slabs, unsigned n);
 /* Allocate/free without a CPU part (metadata caches, exiting threads). */
 USLAB_HIDDEN void *slab_alloc_nocpu(struct uslab_cache *s);
 USLAB_HIDDEN void slab_free_nocpu(struct uslab_cache *s, void *x);
@@ -202,6 +248,24 @@ USLAB_HIDDEN struct cpu_cache *cpu_get(struct uslab_cache *s);
 /* Take back every CPU part of s (destroy). cache_mutex held. */
 USLAB_HIDDEN void cpu_orphan_all(struct uslab_cache *s);
 
+/* ---- options.c ---------------------------------------------------------- */
+struct uslab_opts {
+	bool nomerge;          /* slab_nomerge */
+	unsigned max_order;    /* slub_max_order */
+	unsigned min_order;    /* slub_min_order */
+	unsigned min_objects;  /* slub_min_objects; 0: grows with the CPU count */
+	int cpu_partial;       /* slub_cpu_partial; -1: per-size default */
+};
+extern struct uslab_opts opt USLAB_HIDDEN;
+USLAB_HIDDEN void options_init(void);
+USLAB_HIDDEN void options_parse(const char *s);
+USLAB_HIDDEN void options_apply_cache(struct uslab_cache *s);
+/* cache.c: set a tunable by name; -1 if the name or value is invalid */
+USLAB_HIDDEN int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v);
+
+/* ---- fork.c ---------------------------------------------------------------- */
+USLAB_HIDDEN void fork_init(void);
+
 /* ---- stats.c ---------------------------------------------------------- */
 USLAB_HIDDEN uint64_t cpu_alloc_fastpath(struct cpu_cache *c);
 
@@ -211,6 +275,7 @@ USLAB_HIDDEN uint64_t cpu_alloc_fastpath(struct cpu_cache *c);
 extern pthread_mutex_t cache_mutex USLAB_HIDDEN;
 extern struct uslab_cache *cache_list USLAB_HIDDEN;
 USLAB_HIDDEN void cache_init(void);
+extern struct uslab_cache cache_cache USLAB_HIDDEN;        /* struct uslab_cache */
 extern struct uslab_cache cache_cpu_cache USLAB_HIDDEN;    /* struct cpu_cache */
 extern struct uslab_cache cache_thread_cache USLAB_HIDDEN; /* struct cpu_thread */
 

@@ -60,19 +60,25 @@ static void sum_events_locked(struct uslab_cache *s, uint64_t *ev)
 	}
 }
 
-static void fill_info_locked(struct uslab_cache *s, struct uslab_cache_info *info)
+static void fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *info)
 {
+	struct uslab_cache *s = cache_root(named);
 	memset(info, 0, sizeof *info);
 	info->version = USLAB_CACHE_INFO_VERSION;
-	memcpy(info->name, s->name, sizeof info->name);
-	info->object_size = s->object_size;
+	memcpy(info->name, named->name, sizeof info->name);
+	if (named != s)
+		memcpy(info->alias_of, s->name, sizeof info->alias_of);
+	for (struct uslab_cache *a = s->aliases; a; a = a->alias_next)
+		info->aliases++;
+	info->object_size = named->object_size;
 	info->slab_object_size = s->size;
 	info->align = s->align;
-	info->order = s->order;
+	uint32_t oo = cache_oo(s);
+	info->order = oo_order(oo);
 	info->min_order = s->min_order;
-	info->objects_per_slab = s->objects;
-	info->cpu_partial = s->cpu_partial;
-	info->min_partial = (unsigned)s->min_partial;
+	info->objects_per_slab = oo_objects(oo);
+	info->cpu_partial = TUNE(s, cpu_partial);
+	info->min_partial = (unsigned)TUNE(s, min_partial);
 	long slabs = atomic_load_explicit(&s->node.nr_slabs, memory_order_relaxed);
 	long objs = atomic_load_explicit(&s->node.total_objects, memory_order_relaxed);
 	info->slabs = slabs > 0 ? (uint64_t)slabs : 0;
@@ -80,12 +86,14 @@ static void fill_info_locked(struct uslab_cache *s, struct uslab_cache_info *inf
 	info->partial_slabs = atomic_load_explicit(&s->node.nr_partial, memory_order_relaxed);
 	sum_events_locked(s, info->events);
 	const uint64_t *e = info->events;
-	uint64_t allocs = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_ALLOC_PCS];
-	uint64_t frees = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_SLOWPATH] + e[USLAB_STAT_FREE_PCS];
+	uint64_t allocs = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_ALLOC_PCS] +
+			  e[USLAB_STAT_ALLOC_BULK];
+	uint64_t frees = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_SLOWPATH] + e[USLAB_STAT_FREE_PCS] +
+			 e[USLAB_STAT_FREE_BULK];
 	info->active_objects = allocs > frees ? allocs - frees : 0;
 	/* Slabs of mixed orders (after a fallback) make this an estimate. */
-	uint64_t per = s->objects ? s->objects : 1;
-	info->slab_bytes = (info->total_objects + per - 1) / per * (PAGE_SIZE << s->order);
+	uint64_t per = oo_objects(oo) ? oo_objects(oo) : 1;
+	info->slab_bytes = (info->total_objects + per - 1) / per * (PAGE_SIZE << oo_order(oo));
 }
 
 int uslab_cache_get_info(struct uslab_cache *s, struct uslab_cache_info *info)
@@ -122,6 +130,11 @@ void uslab_stats_print(void (*write_fn)(void *arg, const char *text), void *arg,
 			info.objects_per_slab, pct10 / 10, pct10 % 10);
 		write_fn(arg, line);
 	}
+	for (struct uslab_cache *s = cache_list; s; s = s->next)
+		for (struct uslab_cache *a = s->aliases; a; a = a->alias_next) {
+			fmt_buf(line, sizeof line, "alias %s -> %s\n", a->name, s->name);
+			write_fn(arg, line);
+		}
 	pthread_mutex_unlock(&cache_mutex);
 }
 

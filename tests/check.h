@@ -368,13 +368,13 @@ static inline uint64_t ev_sum_named(const struct uslab_cache_info *info, const c
 
 static inline uint64_t ev_allocs(const struct uslab_cache_info *info)
 {
-	static const char *const names[] = { "ALLOC_FASTPATH", "ALLOC_SLOWPATH", "ALLOC_PCS", NULL };
+	static const char *const names[] = { "ALLOC_FASTPATH", "ALLOC_SLOWPATH", "ALLOC_PCS", "ALLOC_BULK", NULL };
 	return ev_sum_named(info, names);
 }
 
 static inline uint64_t ev_frees(const struct uslab_cache_info *info)
 {
-	static const char *const names[] = { "FREE_FASTPATH", "FREE_SLOWPATH", "FREE_PCS", NULL };
+	static const char *const names[] = { "FREE_FASTPATH", "FREE_SLOWPATH", "FREE_PCS", "FREE_BULK", NULL };
 	return ev_sum_named(info, names);
 }
 

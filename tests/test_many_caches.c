@@ -44,7 +44,8 @@ static void spec_create(struct spec *s, const char *prefix, unsigned i)
 {
 	char name[48];
 	snprintf(name, sizeof name, "%s_%u", prefix, i);
-	s->c = uslab_cache_create(name, s->size, s->align, 0, s->ctor ? ctor : NULL);
+	/* distinct caches: merging (tested in test_merge) would share counts */
+	s->c = uslab_cache_create(name, s->size, s->align, USLAB_NO_MERGE, s->ctor ? ctor : NULL);
 	CHECKF(s->c != NULL, "create %s: errno %d", name, errno);
 	CHECK(strcmp(uslab_cache_name(s->c), name) == 0);
 	CHECK_EQ(uslab_cache_size(s->c), s->size);

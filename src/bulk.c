@@ -1,0 +1,93 @@
+/*
+ * Bulk allocation and free (kmem_cache_alloc_bulk/free_bulk).
+ *
+ * alloc_bulk takes objects straight off the CPU free list and CPU queue,
+ * refilling the CPU slab as often as needed; it is all or nothing. free_bulk
+ * checks every object as a single free would, then hands them back in
+ * detached free lists, one CAS per slab group (slab_free_objs); objects of
+ * the CPU slab go onto the CPU free list in one step.
+ */
+#include "slab.h"
+
+#include <errno.h>
+
+#define BULK_CHUNK 64
+
+size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
+{
+	if (!nr)
+		return 0;
+	if (!s || !objs) {
+		errno = EINVAL;
+		return 0;
+	}
+	s = cache_root(s);
+	struct cpu_cache *c = cpu_this(s);
+	if (!c || c->cache != s)
+		c = cpu_get(s);
+	size_t i = 0;
+	if (!c) {   /* an exiting thread: one at a time */
+		for (; i < nr; i++)
+			if (!(objs[i] = slab_alloc_nocpu(s)))
+				goto fail;
+		stat_add(s, NULL, USLAB_STAT_ALLOC_BULK, nr);
+		return nr;
+	}
+	while (i < nr) {
+		size_t k = 0;
+		void *x;
+		while (i < nr && (x = c->freelist) != NULL) {
+			c->freelist = get_freepointer(s, x);
+			objs[i++] = x;
+			k++;
+		}
+		cpu_count(&c->fl_in, -(uint64_t)k);
+		while (i < nr && c->qn)
+			objs[i++] = c->queue[--c->qn];
+		if (i < nr && !slab_refill_cpu(s, c))
+			goto fail;
+	}
+	stat_add(s, c, USLAB_STAT_ALLOC_BULK, nr);
+	return nr;
+fail:
+	/* nothing stays allocated: count what was taken, then give it back */
+	stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
+	uslab_cache_free_bulk(s, i, objs);
+	stat_add(s, c, USLAB_STAT_ALLOC_FAILED, 1);
+	for (size_t j = 0; j < nr; j++)
+		objs[j] = NULL;
+	errno = ENOMEM;
+	return 0;
+}
+
+void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
+{
+	if (!nr || !objs)
+		return;
+	if (!s)
+		report_fatal("free_bulk of %zu objects to a NULL cache", nr);
+	struct uslab_cache *named = s;
+	s = cache_root(s);
+	struct cpu_cache *c = cpu_this(s);
+	if (!c || c->cache != s)
+		c = cpu_get(s);   /* NULL for exiting threads: no CPU slab to use */
+	void *chunk[BULK_CHUNK];
+	struct slab *slabs[BULK_CHUNK];
+	uint64_t freed = 0;
+	for (size_t i = 0; i < nr;) {
+		unsigned n = 0;
+		for (; i < nr && n < BULK_CHUNK; i++) {
+			void *x = objs[i];
+			if (!x)
+				continue;
+			struct slab *slab = page_obj_slab(x);
+			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
+				slab_bad_free(named, slab, x, "invalid free");
+			chunk[n] = x;
+			slabs[n++] = slab;
+		}
+		slab_free_objs(s, c, chunk, slabs, n);
+		freed += n;
+	}
+	stat_add(s, c, USLAB_STAT_FREE_BULK, freed);
+}

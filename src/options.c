@@ -1,0 +1,150 @@
+/*
+ * Process options in kernel boot-parameter syntax, from one environment
+ * variable read once at start:
+ *
+ *   USLAB_OPTIONS="slab_nomerge slub_max_order=1 skbuff:cpu_partial=256"
+ *
+ * Tokens are separated by white space. Each process option is declared once
+ * in OPTIONS below (name, kind, field, range) and the parser, the defaults
+ * and the help text come from it. "NAME:key=value" tunes the cache called
+ * NAME when it is created (keys as uslab_cache_tune_set()). An unknown or
+ * malformed token gets one warning line naming it and is ignored. Nothing
+ * here allocates: the per-cache table is static.
+ */
+#include "slab.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct uslab_opts opt = {
+	.max_order = SLUB_MAX_ORDER_DEFAULT,
+	.cpu_partial = -1,
+};
+
+/* X(name, alias, kind, field, max): kind FLAG sets field to 1 and takes
+ * no value; UINT takes a decimal value in [0, max]. */
+#define OPTIONS(X) \
+	X("slab_nomerge",     "slub_nomerge",     FLAG, nomerge,     1) \
+	X("slub_max_order",   "slab_max_order",   UINT, max_order,   PAGE_MAX_ORDER) \
+	X("slub_min_order",   "slab_min_order",   UINT, min_order,   PAGE_MAX_ORDER) \
+	X("slub_min_objects", "slab_min_objects", UINT, min_objects, SLAB_MAX_OBJECTS) \
+	X("slub_cpu_partial", "slab_cpu_partial", UINT, cpu_partial, 65535)
+
+enum opt_kind { FLAG, UINT };
+
+/* Per-cache settings from "NAME:key=value", applied at creation. */
+#define CACHE_OPTS_MAX 32
+static struct cache_opt {
+	char name[USLAB_NAME_MAX + 1];
+	char key[16];
+	unsigned long value;
+} cache_opts[CACHE_OPTS_MAX];
+static unsigned nr_cache_opts;
+
+static bool parse_ulong(const char *s, size_t n, unsigned long *out)
+{
+	unsigned long v = 0;
+	if (!n)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9' || v > (~0UL - 9) / 10)
+			return false;
+		v = v * 10 + (unsigned long)(s[i] - '0');
+	}
+	*out = v;
+	return true;
+}
+
+static bool streq_n(const char *a, size_t n, const char *lit)
+{
+	return strlen(lit) == n && !memcmp(a, lit, n);
+}
+
+static void warn(const char *tok, size_t n, const char *why)
+{
+	char t[96];
+	size_t k = MIN(n, sizeof t - 1);
+	memcpy(t, tok, k);
+	t[k] = 0;
+	report_line("USLAB_OPTIONS: ignoring '%s%s': %s", t, n > k ? "..." : "", why);
+}
+
+static void parse_token(const char *tok, size_t n)
+{
+	const char *eq = memchr(tok, '=', n);
+	const char *colon = memchr(tok, ':', eq ? (size_t)(eq - tok) : n);
+	size_t klen = eq ? (size_t)(eq - tok) : n;
+	unsigned long v = 0;
+	bool has_val = eq != NULL;
+	if (has_val && !parse_ulong(eq + 1, n - klen - 1, &v)) {
+		warn(tok, n, "the value is not a decimal number");
+		return;
+	}
+	if (colon) {
+		size_t nlen = (size_t)(colon - tok), keylen = klen - nlen - 1;
+		if (!nlen || nlen > USLAB_NAME_MAX || !has_val) {
+			warn(tok, n, "expected NAME:key=value");
+			return;
+		}
+		if (!streq_n(colon + 1, keylen, "cpu_partial") && !streq_n(colon + 1, keylen, "min_partial") &&
+		    !streq_n(colon + 1, keylen, "order") && !streq_n(colon + 1, keylen, "cpu_queue")) {
+			warn(tok, n, "unknown cache tunable (cpu_partial, min_partial, order, cpu_queue)");
+			return;
+		}
+		if (nr_cache_opts == CACHE_OPTS_MAX) {
+			warn(tok, n, "too many per-cache options");
+			return;
+		}
+		struct cache_opt *co = &cache_opts[nr_cache_opts++];
+		memcpy(co->name, tok, nlen);
+		co->name[nlen] = 0;
+		memcpy(co->key, colon + 1, keylen);
+		co->key[keylen] = 0;
+		co->value = v;
+		return;
+	}
+#define X(name, alias, kind, field, hi) \
+	if (streq_n(tok, klen, name) || streq_n(tok, klen, alias)) { \
+		if ((kind == FLAG) == has_val) { \
+			warn(tok, n, kind == FLAG ? "takes no value" : "needs =N"); \
+		} else if (kind == UINT && v > (unsigned long)(hi)) { \
+			warn(tok, n, "value out of range"); \
+		} else { \
+			opt.field = kind == FLAG ? 1 : (__typeof__(opt.field))v; \
+		} \
+		return; \
+	}
+	OPTIONS(X)
+#undef X
+	warn(tok, n, "unknown option");
+}
+
+void options_parse(const char *s)
+{
+	while (s && *s) {
+		while (*s == ' ' || *s == '\t' || *s == '\n')
+			s++;
+		const char *t = s;
+		while (*s && *s != ' ' && *s != '\t' && *s != '\n')
+			s++;
+		if (s > t)
+			parse_token(t, (size_t)(s - t));
+	}
+}
+
+void options_init(void)
+{
+	options_parse(getenv("USLAB_OPTIONS"));
+}
+
+void options_apply_cache(struct uslab_cache *s)
+{
+	for (unsigned i = 0; i < nr_cache_opts; i++) {
+		struct cache_opt *co = &cache_opts[i];
+		if (strcmp(co->name, s->name))
+			continue;
+		if (cache_tune_set(s, co->key, co->value))
+			report_line("USLAB_OPTIONS: ignoring '%s:%s=%lu': value out of range for cache '%s'",
+				    co->name, co->key, co->value, s->name);
+	}
+}
