@@ -395,52 +395,24 @@ inval:
 	return -1;
 }
 
-/* ---- fast paths ------------------------------------------------------------ */
+/* ---- fast paths (slab_alloc_fast/slab_free_fast in slab.h) ------------- */
 
-/* Pop the CPU free list, else the CPU object queue: no lock, no atomic
- * read-modify-write. */
 void *uslab_cache_alloc(struct uslab_cache *s)
 {
-	struct cpu_cache *c = cpu_this(s);
-	void *x;
-	if (likely(c != NULL)) {
-		if (likely((x = c->freelist) != NULL)) {
-			c->freelist = get_freepointer(s, x);   /* ALLOC_FASTPATH is derived: see slab.h */
-			return x;
-		}
-		if (c->qn) {
-			stat_inc(s, c, USLAB_STAT_ALLOC_PCS);
-			return c->queue[--c->qn];
-		}
-	}
-	return slab_alloc_slow(s, c);
+	return slab_alloc_fast(s);
 }
 
 void *uslab_cache_zalloc(struct uslab_cache *s)
 {
-	void *x = uslab_cache_alloc(s);
+	void *x = slab_alloc_fast(s);
 	if (x)
 		memset(x, 0, s->object_size);
 	return x;
 }
 
-/* Push to the CPU free list when the object is in the CPU slab; the checks
- * (inside the slab, on an object boundary, not the list head) cost a
- * subtraction, a multiply and compares. Everything else, including every
- * foreign pointer, goes to the slow path, which checks it in full. */
 void uslab_cache_free(struct uslab_cache *s, void *x)
 {
 	if (unlikely(!x))
 		return;
-	struct cpu_cache *c = cpu_this(s);
-	if (likely(c != NULL)) {
-		uintptr_t off = (uintptr_t)x - c->slab_base;
-		if (likely(off < c->slab_span) && likely(obj_offset_ok(s, off)) && likely(x != c->freelist)) {
-			set_freepointer(s, x, c->freelist);
-			c->freelist = x;
-			stat_inc(s, c, USLAB_STAT_FREE_FASTPATH);
-			return;
-		}
-	}
-	slab_free_slow(s, page_obj_slab(x), x, c);
+	slab_free_fast(s, x);
 }

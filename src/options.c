@@ -28,7 +28,9 @@ struct uslab_opts opt = {
 	X("slub_max_order",   "slab_max_order",   UINT, max_order,   PAGE_MAX_ORDER) \
 	X("slub_min_order",   "slab_min_order",   UINT, min_order,   PAGE_MAX_ORDER) \
 	X("slub_min_objects", "slab_min_objects", UINT, min_objects, SLAB_MAX_OBJECTS) \
-	X("slub_cpu_partial", "slab_cpu_partial", UINT, cpu_partial, 65535)
+	X("slub_cpu_partial", "slab_cpu_partial", UINT, cpu_partial, 65535) \
+	X("show_stats",       "show_stats",       FLAG, show_stats,  1) \
+	X("export",           "export",           FLAG, export_stats, 1)
 
 enum opt_kind { FLAG, UINT };
 

@@ -255,6 +255,8 @@ struct uslab_opts {
 	unsigned min_order;    /* slub_min_order */
 	unsigned min_objects;  /* slub_min_objects; 0: grows with the CPU count */
 	int cpu_partial;       /* slub_cpu_partial; -1: per-size default */
+	bool show_stats;       /* show_stats: print the stats table at exit */
+	bool export_stats;     /* export: keep a stats file for uslabinfo */
 };
 extern struct uslab_opts opt USLAB_HIDDEN;
 USLAB_HIDDEN void options_init(void);
@@ -265,6 +267,47 @@ USLAB_HIDDEN int cache_tune_set(struct uslab_cache *s, const char *name, unsigne
 
 /* ---- fork.c ---------------------------------------------------------------- */
 USLAB_HIDDEN void fork_init(void);
+
+/* ---- the fast paths ------------------------------------------------------ */
+/* Shared by the cache API and the malloc family; each stays on one screen. */
+
+/* Pop the CPU free list, else the CPU object queue: no lock, no atomic
+ * read-modify-write. ALLOC_FASTPATH is derived, not counted (see above). */
+static inline void *slab_alloc_fast(struct uslab_cache *s)
+{
+	struct cpu_cache *c = cpu_this(s);
+	void *x;
+	if (likely(c != NULL)) {
+		if (likely((x = c->freelist) != NULL)) {
+			c->freelist = get_freepointer(s, x);
+			return x;
+		}
+		if (c->qn) {
+			stat_inc(s, c, USLAB_STAT_ALLOC_PCS);
+			return c->queue[--c->qn];
+		}
+	}
+	return slab_alloc_slow(s, c);
+}
+
+/* Push to the CPU free list when x is in the CPU slab; the checks (inside
+ * the slab, on an object boundary, not the list head) cost a subtraction,
+ * a multiply and compares. Everything else, every foreign pointer
+ * included, goes to the slow path, which checks it in full. x != NULL. */
+static inline void slab_free_fast(struct uslab_cache *s, void *x)
+{
+	struct cpu_cache *c = cpu_this(s);
+	if (likely(c != NULL)) {
+		uintptr_t off = (uintptr_t)x - c->slab_base;
+		if (likely(off < c->slab_span) && likely(obj_offset_ok(s, off)) && likely(x != c->freelist)) {
+			set_freepointer(s, x, c->freelist);
+			c->freelist = x;
+			stat_inc(s, c, USLAB_STAT_FREE_FASTPATH);
+			return;
+		}
+	}
+	slab_free_slow(s, page_obj_slab(x), x, c);
+}
 
 /* ---- stats.c ---------------------------------------------------------- */
 USLAB_HIDDEN uint64_t cpu_alloc_fastpath(struct cpu_cache *c);
