@@ -141,6 +141,17 @@ USLAB_API size_t uslab_cache_alloc_bulk(struct uslab_cache *cache, size_t nr, vo
  */
 USLAB_API void uslab_cache_free_bulk(struct uslab_cache *cache, size_t nr, void **objs);
 
+/*
+ * Check every slab of the cache: each slab belongs to the cache, its free
+ * list is sane (objects on boundaries, no loops, length agrees with the
+ * counters), the node counts agree. Each problem is reported once on
+ * stderr ("uslab: validate: ..."). Returns the number of problems found
+ * (0 for a sound cache), or -1 with errno EINVAL for NULL. Slabs held by
+ * other live threads' CPU parts are checked as far as their shared state
+ * allows.
+ */
+USLAB_API long uslab_cache_validate(struct uslab_cache *cache);
+
 /* The name given at creation. */
 USLAB_API const char *uslab_cache_name(const struct uslab_cache *cache);
 /* The object size given at creation. */

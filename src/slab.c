@@ -413,6 +413,8 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
 {
 	s = cache_root(s);
+	if (unlikely(atomic_load_explicit(&export_active, memory_order_relaxed)))
+		export_poll();
 	if (!c || c->cache != s) {
 		c = cpu_get(s);
 		if (!c)

@@ -268,6 +268,13 @@ USLAB_HIDDEN int cache_tune_set(struct uslab_cache *s, const char *name, unsigne
 /* ---- fork.c ---------------------------------------------------------------- */
 USLAB_HIDDEN void fork_init(void);
 
+/* ---- export.c ------------------------------------------------------------- */
+/* Set while USLAB_OPTIONS=export is on; the slow paths then call
+ * export_poll() to keep the exported statistics current and to apply
+ * controls written by uslabinfo (by this process, on its own slow path). */
+extern _Atomic bool export_active USLAB_HIDDEN;
+USLAB_HIDDEN void export_poll(void);
+
 /* ---- the fast paths ------------------------------------------------------ */
 /* Shared by the cache API and the malloc family; each stays on one screen. */
 
