@@ -347,3 +347,18 @@ void page_fork_release(void)
 	pthread_mutex_unlock(&P.lock);
 	pthread_mutex_unlock(&grow_lock);
 }
+
+void page_for_each_slab(void (*fn)(struct slab *d, void *arg), void *arg)
+{
+	pthread_mutex_lock(&P.lock);
+	for (struct segment *seg = P.segs; seg; seg = seg->next)
+		for (unsigned i = SEG_HEADER_PAGES; i < SEG_PAGES;) {
+			struct slab *d = &seg->desc[i];
+			unsigned k = page_kind(d);
+			if (k == PK_SLAB)
+				fn(d, arg);
+			/* free and allocated blocks alike record their order in the head */
+			i += 1U << (k == PK_META ? 0 : d->order);
+		}
+	pthread_mutex_unlock(&P.lock);
+}

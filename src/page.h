@@ -122,6 +122,11 @@ USLAB_HIDDEN void page_free(struct slab *d);
 /* Give back every free page now and unmap every empty segment. */
 USLAB_HIDDEN void page_release_all(void);
 
+/* Call fn on the head descriptor of every block of kind PK_SLAB, with the
+ * page lock held (blocks cannot come or go meanwhile; fn must not call
+ * into the page allocator). */
+USLAB_HIDDEN void page_for_each_slab(void (*fn)(struct slab *d, void *arg), void *arg);
+
 /* fork.c: hold the page allocator's locks across fork(). */
 USLAB_HIDDEN void page_fork_prepare(void);
 USLAB_HIDDEN void page_fork_release(void);
