@@ -40,6 +40,21 @@ struct uslab_cache;
  * flag is accepted now so that callers can state their intent). */
 #define USLAB_NO_MERGE       0x01000000UL
 
+/* slub_debug for this cache (also for all or named caches with
+ * USLAB_OPTIONS="slub_debug=FZPU[T],cache,..."). Debug caches take the slow
+ * path for every operation; other caches are not slowed.
+ * F: consistency checks on every operation (slab, boundary, free list, counts);
+ * Z: red zones before and after each object, checked at free and validation;
+ * P: poison free objects (0x6b..., last byte 0xa5), checked at allocation
+ *    and validation (write after free);
+ * U: record allocation and free call sites, thread and time, for reports;
+ * T: trace every allocation and free on stderr. */
+#define USLAB_CONSISTENCY_CHECKS 0x00000100UL   /* F */
+#define USLAB_RED_ZONE           0x00000400UL   /* Z */
+#define USLAB_POISON             0x00000800UL   /* P */
+#define USLAB_STORE_USER         0x00010000UL   /* U */
+#define USLAB_TRACE              0x00200000UL   /* T */
+
 /* Longest cache name accepted, not counting the terminating NUL. */
 #define USLAB_NAME_MAX 63
 
@@ -52,7 +67,8 @@ struct uslab_cache;
  * align: 0 for the default (8 bytes, or 16 when size >= 16, as malloc
  *        would), or a power of two; objects are aligned to it. Alignments
  *        above the page size are honoured by using larger slabs.
- * flags: USLAB_HWCACHE_ALIGN, USLAB_NO_MERGE; other bits are EINVAL.
+ * flags: USLAB_HWCACHE_ALIGN, USLAB_NO_MERGE and the debug flags above;
+ *        other bits are EINVAL.
  * ctor:  optional constructor. SLUB semantics: it runs once per object when
  *        the slab holding the object is created, NOT on every allocation.
  *        An object must therefore be returned to its constructed state
@@ -216,6 +232,7 @@ struct uslab_cache_info {
 	 * below is then the shared cache's). Empty otherwise. */
 	char alias_of[USLAB_NAME_MAX + 1];
 	unsigned aliases;          /* caches merged into this one */
+	unsigned long flags;       /* USLAB_* flags in effect, slub_debug's included */
 	size_t object_size;        /* size given at creation */
 	size_t slab_object_size;   /* stride of objects in a slab (with metadata, aligned) */
 	size_t align;              /* effective alignment */

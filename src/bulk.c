@@ -22,22 +22,24 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		return 0;
 	}
 	s = cache_root(s);
-	struct cpu_cache *c = cpu_this(s);
-	if (!c || c->cache != s)
+	struct cpu_cache *c = s->debug ? NULL : cpu_this(s);
+	if (!s->debug && (!c || c->cache != s))
 		c = cpu_get(s);
 	size_t i = 0;
-	if (!c) {   /* an exiting thread: one at a time */
+	if (!c) {   /* debug caches and exiting threads: one at a time */
 		for (; i < nr; i++)
-			if (!(objs[i] = slab_alloc_nocpu(s)))
-				goto fail;
-		stat_add(s, NULL, USLAB_STAT_ALLOC_BULK, nr);
+			if (!(objs[i] = s->debug ? debug_alloc(s, __builtin_return_address(0)) : slab_alloc_nocpu(s)))
+				goto fail;   /* each was counted as a slow-path allocation */
 		return nr;
 	}
 	while (i < nr) {
 		size_t k = 0;
 		void *x;
 		while (i < nr && (x = c->freelist) != NULL) {
-			c->freelist = get_freepointer(s, x);
+			void *next = get_freepointer(s, x);
+			if (unlikely(!cpu_next_ok(c, next)))
+				slab_bad_freelist(s, x, next);
+			c->freelist = next;
 			objs[i++] = x;
 			k++;
 		}
@@ -51,7 +53,8 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	return nr;
 fail:
 	/* nothing stays allocated: count what was taken, then give it back */
-	stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
+	if (c)
+		stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
 	uslab_cache_free_bulk(s, i, objs);
 	stat_add(s, c, USLAB_STAT_ALLOC_FAILED, 1);
 	for (size_t j = 0; j < nr; j++)
@@ -68,6 +71,12 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		report_fatal("free_bulk of %zu objects to a NULL cache", nr);
 	struct uslab_cache *named = s;
 	s = cache_root(s);
+	if (s->debug) {   /* every object through the debug checks */
+		for (size_t i = 0; i < nr; i++)
+			if (objs[i])
+				slab_free_slow(named, page_obj_slab(objs[i]), objs[i], NULL, __builtin_return_address(0));
+		return;
+	}
 	struct cpu_cache *c = cpu_this(s);
 	if (!c || c->cache != s)
 		c = cpu_get(s);   /* NULL for exiting threads: no CPU slab to use */

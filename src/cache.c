@@ -99,7 +99,10 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 	}
 	align = MAX(align, sizeof(void *));
 	size_t stride = ALIGN_UP(size, sizeof(void *));
-	if (s->ctor) {
+	s->debug = s->internal ? 0 : debug_flags_for(s->name, flags);
+	if (s->debug) {
+		stride = debug_layout(s, size, align);
+	} else if (s->ctor) {
 		/* The free pointer must not clobber constructed state: after the object. */
 		s->offset = (unsigned)stride;
 		stride += sizeof(void *);
@@ -146,6 +149,8 @@ static void cache_tunables(struct uslab_cache *s)
 	unsigned long mp = fls_u(s->size * oo_objects(cache_oo(s))) / 2;   /* ilog2(slab bytes) / 2 */
 	TUNE_SET(s, min_partial, MAX(5UL, MIN(10UL, mp)));
 	TUNE_SET(s, queue_cap, (unsigned)MAX(8UL, MIN((unsigned long)CPU_QUEUE_MAX, 2 * PAGE_SIZE / s->size)));
+	if (s->debug)
+		TUNE_SET(s, queue_cap, 0);   /* debug caches keep no objects per CPU */
 }
 
 static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(void *))
@@ -153,16 +158,17 @@ static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(vo
 	size_t n = strlen(name);
 	memcpy(s->name, name, n + 1);
 	s->ctor = ctor;
+	s->fp_key = (uintptr_t)os_random();
 	pthread_mutex_init(&s->node.list_lock, NULL);
 }
 
 static void internal_cache(struct uslab_cache *s, const char *name, size_t size)
 {
 	cache_setup(s, name, NULL);
+	s->internal = true;   /* before the layout: uslab's own metadata is never debugged */
 	cache_layout(s, size, 0, 0);
 	cache_tunables(s);
 	s->id = UINT32_MAX;
-	s->internal = true;
 }
 
 static void init_once_fn(void)
@@ -202,15 +208,15 @@ static void id_put_locked(unsigned id)
 
 /*
  * A real cache that can serve objects of this layout (find_mergeable): no
- * constructors, neither asks not to merge, the same stride give or take
+ * constructors, no debugging, neither asks not to merge, the same stride give or take
  * less than a pointer, a stride that keeps every object aligned as asked.
  */
 static struct uslab_cache *find_mergeable_locked(const struct uslab_cache *want)
 {
-	if (opt.nomerge || want->ctor || (want->flags & USLAB_NO_MERGE) || want->align > PAGE_SIZE)
+	if (opt.nomerge || want->ctor || want->debug || (want->flags & USLAB_NO_MERGE) || want->align > PAGE_SIZE)
 		return NULL;
 	for (struct uslab_cache *s = cache_list; s; s = s->next) {
-		if (s->ctor || (s->flags & USLAB_NO_MERGE) || s->destroyed || s->size < want->size ||
+		if (s->ctor || s->debug || (s->flags & USLAB_NO_MERGE) || s->destroyed || s->size < want->size ||
 		    s->size - want->size >= sizeof(void *) || s->size % want->align)
 			continue;
 		return s;
@@ -223,7 +229,8 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 {
 	if (!name || !*name || strnlen(name, USLAB_NAME_MAX + 1) > USLAB_NAME_MAX || !size ||
 	    size > USLAB_CACHE_MAX_SIZE || (align & (align - 1)) || align > USLAB_CACHE_MAX_SIZE ||
-	    (flags & ~(USLAB_HWCACHE_ALIGN | USLAB_NO_MERGE))) {
+	    (flags & ~(USLAB_HWCACHE_ALIGN | USLAB_NO_MERGE | USLAB_CONSISTENCY_CHECKS | USLAB_RED_ZONE |
+		       USLAB_POISON | USLAB_STORE_USER | USLAB_TRACE))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -249,6 +256,7 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		s->size = root->size;
 		s->offset = root->offset;
 		s->divmagic = root->divmagic;
+		s->fp_key = root->fp_key;
 		atomic_store_explicit(&s->oo, cache_oo(root), memory_order_relaxed);
 		s->alias_next = root->aliases;
 		root->aliases = s;
@@ -267,6 +275,7 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 	s->refs = 1;
 	cache_tunables(s);
 	options_apply_cache(s);
+	debug_random_seq(s);
 	s->next = cache_list;
 	if (cache_list)
 		cache_list->prev = s;
@@ -289,6 +298,8 @@ static void cache_put_locked(struct uslab_cache *s, struct uslab_cache *named)
 		s->destroyed = false;
 		report_line("cache '%s': destroy with %lu live object%s; cache left in place", named->name, live,
 			    live == 1 ? "" : "s");
+		if (s->debug & DBG_U)
+			debug_report_live(s);
 		return;
 	}
 	if (s->prev)
@@ -299,6 +310,7 @@ static void cache_put_locked(struct uslab_cache *s, struct uslab_cache *named)
 		s->next->prev = s->prev;
 	id_put_locked(s->id);
 	slab_shrink_node(s);
+	debug_cache_release(s);
 	pthread_mutex_destroy(&s->node.list_lock);
 	slab_free_nocpu(&cache_cache, s);
 }
@@ -356,7 +368,7 @@ int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v)
 		set_order(s, (unsigned)v);
 		set_cpu_partial(s, TUNE(s, cpu_partial));   /* slabs per objects changed */
 	} else if (!strcmp(name, "cpu_queue")) {
-		if (v > CPU_QUEUE_MAX)
+		if (v > CPU_QUEUE_MAX || (v && s->debug))
 			return -1;
 		TUNE_SET(s, queue_cap, (unsigned)v);
 	} else {

@@ -30,7 +30,9 @@ struct uslab_opts opt = {
 	X("slub_min_objects", "slab_min_objects", UINT, min_objects, SLAB_MAX_OBJECTS) \
 	X("slub_cpu_partial", "slab_cpu_partial", UINT, cpu_partial, 65535) \
 	X("show_stats",       "show_stats",       FLAG, show_stats,  1) \
-	X("export",           "export",           FLAG, export_stats, 1)
+	X("export",           "export",           FLAG, export_stats, 1) \
+	X("report_continue",  "report_continue",  FLAG, report_continue, 1) \
+	X("slab_freelist_random", "slub_freelist_random", FLAG, freelist_random, 1)
 
 enum opt_kind { FLAG, UINT };
 
@@ -71,8 +73,56 @@ static void warn(const char *tok, size_t n, const char *why)
 	report_line("USLAB_OPTIONS: ignoring '%s%s': %s", t, n > k ? "..." : "", why);
 }
 
+/*
+ * slub_debug[=LETTERS[,cache,...]]: LETTERS from F Z P U T (case-insensitive;
+ * none or "=" alone: FZPU), then the caches it applies to (none: all), as
+ * the kernel's boot option. "slub_debug=-" turns it off.
+ */
+static bool parse_debug(const char *tok, size_t n)
+{
+	size_t klen = 0;
+	while (klen < n && tok[klen] != '=')
+		klen++;
+	if (!streq_n(tok, klen, "slub_debug") && !streq_n(tok, klen, "slab_debug"))
+		return false;
+	const char *v = klen < n ? tok + klen + 1 : tok + n, *end = tok + n;
+	unsigned flags = 0;
+	bool any = false;
+	for (; v < end && *v != ','; v++) {
+		switch (*v | 0x20) {
+		case 'f': flags |= DBG_F; break;
+		case 'z': flags |= DBG_Z; break;
+		case 'p': flags |= DBG_P; break;
+		case 'u': flags |= DBG_U; break;
+		case 't': flags |= DBG_T; break;
+		case '-': flags = 0; any = true; continue;
+		default:
+			warn(tok, n, "unknown slub_debug letter (F, Z, P, U, T)");
+			return true;
+		}
+		any = true;
+	}
+	if (!any)
+		flags = DBG_F | DBG_Z | DBG_P | DBG_U;
+	size_t list = (size_t)(end - v);   /* ",a,b" or empty */
+	if (list + 2 > sizeof opt.debug_caches) {
+		warn(tok, n, "cache list too long");
+		return true;
+	}
+	opt.debug = flags;
+	opt.debug_caches[0] = 0;
+	if (list > 1) {
+		memcpy(opt.debug_caches, v, list);
+		opt.debug_caches[list] = ',';
+		opt.debug_caches[list + 1] = 0;
+	}
+	return true;
+}
+
 static void parse_token(const char *tok, size_t n)
 {
+	if (parse_debug(tok, n))
+		return;
 	const char *eq = memchr(tok, '=', n);
 	const char *colon = memchr(tok, ':', eq ? (size_t)(eq - tok) : n);
 	size_t klen = eq ? (size_t)(eq - tok) : n;

@@ -25,6 +25,9 @@ USLAB_HIDDEN unsigned os_ncpus(void);
 /* Monotonic milliseconds, cheap (coarse clock). */
 USLAB_HIDDEN uint64_t os_now_ms(void);
 
+/* 64 random bits (getrandom, else a mix of time and addresses). */
+USLAB_HIDDEN uint64_t os_random(void);
+
 /* Fault injection. Modes:
  *   OS_FAULT_OFF      no faults;
  *   OS_FAULT_NTH      the nth map call from now fails, once;

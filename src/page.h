@@ -31,6 +31,9 @@ enum page_kind {
 	PK_SLAB,       /* head page of a slab */
 	PK_BUSY,       /* head of an allocated block that is not (yet) a slab */
 	PK_PURGING,    /* head of a free block being given back (off the free lists) */
+	PK_LARGE,      /* head of a malloc block above the largest kmalloc class (large.c):
+	                * `objects` holds its size in pages, `order` the order of its
+	                * first buddy piece (a trimmed block is several pieces) */
 };
 
 /*

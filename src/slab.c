@@ -72,9 +72,15 @@ _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const voi
 	report_fatal("%s at %p (cache '%s')", why, x, s->name);
 }
 
+_Noreturn void slab_bad_freelist(struct uslab_cache *s, const void *obj, const void *next)
+{
+	report_fatal("corrupted freelist: free pointer of %p decodes to %p, not an object of its slab (cache '%s')",
+		     obj, next, s->name);
+}
+
 /* ---- node partial list (list_lock held) ------------------------------ */
 
-static void add_partial_locked(struct node *n, struct slab *slab, bool tail)
+void add_partial_locked(struct node *n, struct slab *slab, bool tail)
 {
 	slab->on_node = 1;
 	if (tail) {
@@ -98,7 +104,7 @@ static void add_partial_locked(struct node *n, struct slab *slab, bool tail)
 			      memory_order_relaxed);
 }
 
-static void remove_partial_locked(struct node *n, struct slab *slab)
+void remove_partial_locked(struct node *n, struct slab *slab)
 {
 	if (slab->prev)
 		slab->prev->next = slab->next;
@@ -135,39 +141,98 @@ static struct slab *alloc_slab_pages(struct uslab_cache *s, struct cpu_cache *c,
 	return slab;
 }
 
+/* Index of the i-th object on a new slab's free list: in address order, or
+ * shuffled (slab_freelist_random): the cache's random sequence from a
+ * random start, or, for a slab of another size (order fallback), a random
+ * stride that is coprime with the object count. */
+struct order_walk {
+	const uint16_t *seq;
+	unsigned n, start, step;
+};
+
+static void order_walk_init(struct uslab_cache *s, unsigned objects, struct order_walk *w)
+{
+	w->seq = NULL;
+	w->n = objects;
+	w->start = 0;
+	w->step = 1;
+	if (!opt.freelist_random || objects < 2)
+		return;
+	uint64_t r = (uint64_t)os_now_ms() * 0x9e3779b97f4a7c15ULL ^ (uintptr_t)&w ^ s->fp_key;
+	r ^= r >> 29;
+	w->start = (unsigned)(r % objects);
+	if (s->random_seq && s->random_seq_len == objects) {
+		w->seq = s->random_seq;
+		return;
+	}
+	unsigned step = (unsigned)((r >> 32) % objects) | 1;
+	for (;; step += 2) {
+		unsigned a = step % objects, b = objects;
+		while (b) {
+			unsigned t = a % b;
+			a = b;
+			b = t;
+		}
+		if (a == 1)
+			break;
+	}
+	w->step = step % objects ? step % objects : 1;
+}
+
+static inline unsigned order_walk_idx(const struct order_walk *w, unsigned i)
+{
+	unsigned k = (unsigned)(((uint64_t)w->start + (uint64_t)i * w->step) % w->n);
+	return w->seq ? w->seq[k] : k;
+}
+
 /*
- * A new slab, frozen for the caller, with every object on the returned
- * chain (the caller's CPU free list): slab->fc holds an empty list and
- * inuse = objects. Runs the constructor on every object.
+ * A new slab from the page allocator with every object on one free list.
+ * With `chain`, the slab is frozen for CPU part c and the list is the
+ * caller's (slab->fc holds an empty list, inuse = objects); without, the
+ * list stays in the slab, unfrozen, inuse 0 (debug caches). Runs the
+ * constructor on every object and sets up debug state.
  */
-static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **chain)
+struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain)
 {
 	unsigned objects;
 	struct slab *slab = alloc_slab_pages(s, c, &objects);
 	if (!slab)
 		return NULL;
-	char *base = slab_base(slab);
+	char *first = slab_first(s, slab);
 	slab->cache = s;
 	slab->objects = (uint16_t)objects;
 	slab->on_node = 0;
 	slab->next = slab->prev = NULL;
+	if (s->debug)
+		debug_init_slab(s, slab);
 	if (s->ctor)
 		for (unsigned i = 0; i < objects; i++)
-			s->ctor(base + (size_t)i * s->size);
-	for (unsigned i = 0; i + 1 < objects; i++)
-		set_freepointer(s, base + (size_t)i * s->size, base + (size_t)(i + 1) * s->size);
-	set_freepointer(s, base + (size_t)(objects - 1) * s->size, NULL);
-	atomic_store_explicit(&slab->fc, fc_make(NULL, objects, true), memory_order_relaxed);
-	set_owner(slab, c);
+			s->ctor(first + (size_t)i * s->size);
+	struct order_walk w;
+	order_walk_init(s, objects, &w);
+	char *head = first + (size_t)order_walk_idx(&w, 0) * s->size, *prev = head;
+	for (unsigned i = 1; i < objects; i++) {
+		char *x = first + (size_t)order_walk_idx(&w, i) * s->size;
+		set_freepointer(s, prev, x);
+		prev = x;
+	}
+	set_freepointer(s, prev, NULL);
+	if (chain) {
+		atomic_store_explicit(&slab->fc, fc_make(NULL, objects, true), memory_order_relaxed);
+		set_owner(slab, c);
+		*chain = head;
+	} else {
+		atomic_store_explicit(&slab->fc, fc_make(head, 0, false), memory_order_relaxed);
+		set_owner(slab, NULL);
+	}
 	atomic_fetch_add_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->node.total_objects, objects, memory_order_relaxed);
 	/* kind last: from here on, lookups of these pages find a slab */
 	page_set_kind(slab, PK_SLAB);
-	*chain = base;
 	return slab;
 }
 
-static void discard_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 {
 	atomic_fetch_sub_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&s->node.total_objects, slab->objects, memory_order_relaxed);
@@ -283,7 +348,7 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c, struct
 	while (discard) {
 		struct slab *slab = discard;
 		discard = slab->next;
-		discard_slab(s, c, slab);
+		slab_discard(s, c, slab);
 	}
 }
 
@@ -336,7 +401,7 @@ static void deactivate_slab(struct uslab_cache *s, struct cpu_cache *c, struct s
 	if (!fc_inuse(atomic_load_explicit(&slab->fc, memory_order_acquire)) && nr_partial(n) >= TUNE(s, min_partial)) {
 		NODE_UNLOCK(n);
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_EMPTY);
-		discard_slab(s, c, slab);
+		slab_discard(s, c, slab);
 		return;
 	}
 	/* Cache-hot objects (the CPU's own) at the head, cold at the tail. */
@@ -400,7 +465,7 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 		c->freelist = fl;
 		return true;
 	}
-	slab = new_slab(s, c, &fl);
+	slab = slab_new(s, c, &fl);
 	if (!slab)
 		return false;
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLAB);
@@ -410,11 +475,13 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 	return true;
 }
 
-void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
+void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller)
 {
 	s = cache_root(s);
 	if (unlikely(atomic_load_explicit(&export_active, memory_order_relaxed)))
 		export_poll();
+	if (unlikely(s->debug))
+		return debug_alloc(s, caller);
 	if (!c || c->cache != s) {
 		c = cpu_get(s);
 		if (!c)
@@ -425,8 +492,10 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
 		errno = ENOMEM;
 		return NULL;
 	}
-	void *x = c->freelist;
-	c->freelist = get_freepointer(s, x);
+	void *x = c->freelist, *next = get_freepointer(s, x);
+	if (unlikely(!cpu_next_ok(c, next)))
+		slab_bad_freelist(s, x, next);
+	c->freelist = next;
 	cpu_count(&c->fl_in, -1);
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLOWPATH);
 	return x;
@@ -516,7 +585,7 @@ void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *sl
 			stat_inc(s, c, USLAB_STAT_FREE_REMOVE_PARTIAL);
 		}
 		NODE_UNLOCK(n);
-		discard_slab(s, c, slab);
+		slab_discard(s, c, slab);
 		return;
 	}
 	if (!prior) {
@@ -598,12 +667,16 @@ static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, unsigned n)
 	slab_free_objs(s, c, objs, slabs, n);
 }
 
-void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c)
+void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c, void *caller)
 {
 	struct uslab_cache *named = s;   /* the cache the caller named, for reports */
 	s = cache_root(s);
 	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
 		slab_bad_free(named, slab, x, "invalid free");
+	if (unlikely(s->debug)) {
+		debug_free(s, slab, x, caller);
+		return;
+	}
 	if (unlikely(!c || c->cache != s))
 		c = cpu_get(s);   /* NULL for exiting threads: they free straight to the slab */
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
@@ -642,7 +715,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 
 void slab_free_nocpu(struct uslab_cache *s, void *x)
 {
-	slab_free_slow(s, page_obj_slab(x), x, NULL);
+	slab_free_slow(s, page_obj_slab(x), x, NULL, NULL);
 }
 
 /* ---- shrink and accounting --------------------------------------------- */
@@ -666,7 +739,7 @@ unsigned long slab_shrink_node(struct uslab_cache *s)
 	while (discard) {
 		struct slab *slab = discard;
 		discard = slab->next;
-		discard_slab(s, NULL, slab);
+		slab_discard(s, NULL, slab);
 		freed++;
 	}
 	return freed;

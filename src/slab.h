@@ -93,8 +93,19 @@ struct uslab_cache {
 	_Atomic uint32_t oo;
 	uint8_t min_order;         /* fallback order: smallest that holds an object */
 	uint16_t min_objects;      /* objects in a slab of `min_order` */
+	uintptr_t fp_key;          /* random key of free pointer obfuscation */
 	unsigned long flags;
 	void (*ctor)(void *);
+	/* slub_debug (debug.c). Debug caches never get a CPU slab or queue, so
+	 * every operation takes the slow path, as in the kernel; other caches'
+	 * fast paths do not look at these fields. */
+	unsigned debug;            /* DBG_* letters on */
+	unsigned red_left_pad;     /* bytes before each object (Z); 0 otherwise */
+	unsigned meta_off;         /* from the object: right red zone end = free pointer (debug) */
+	unsigned track_off;        /* from the object: alloc and free tracks (U) */
+	unsigned orig_off;         /* from the object: requested size (Z, kmalloc slack) */
+	uint16_t *random_seq;      /* slab_freelist_random: shuffled object order, or NULL */
+	unsigned random_seq_len;
 	/* Tunables: written by setters, read without locks by the slow paths
 	 * (relaxed atomics: a stale value for one operation is harmless, as in
 	 * SLUB's sysfs tunables). */
@@ -136,15 +147,41 @@ static inline struct uslab_cache *cache_root(struct uslab_cache *s)
 }
 
 /* ---- per-object helpers ----------------------------------------------- */
+/*
+ * Free pointers are stored obfuscated (CONFIG_SLAB_FREELIST_HARDENED): the
+ * pointer xor a per-cache random key xor the byte-swapped address it is
+ * stored at, so a leaked or overwritten free pointer is useless to an
+ * attacker and a corrupted one decodes to garbage that the checks catch.
+ * USLAB_HARDENED=0 builds store them plain (to measure what it costs).
+ */
+#ifndef USLAB_HARDENED
+#define USLAB_HARDENED 1
+#endif
+static inline uintptr_t fp_mask(const struct uslab_cache *s, const void *where)
+{
+#if USLAB_HARDENED
+	return s->fp_key ^ __builtin_bswap64((uintptr_t)where);
+#else
+	(void)s, (void)where;
+	return 0;
+#endif
+}
 static inline void *get_freepointer(const struct uslab_cache *s, void *obj)
 {
-	return *(void **)((char *)obj + s->offset);
+	void **where = (void **)((char *)obj + s->offset);
+	return (void *)((uintptr_t)*where ^ fp_mask(s, where));
 }
 static inline void set_freepointer(const struct uslab_cache *s, void *obj, void *next)
 {
-	*(void **)((char *)obj + s->offset) = next;
+	void **where = (void **)((char *)obj + s->offset);
+	*where = (void *)((uintptr_t)next ^ fp_mask(s, where));
 }
 static inline void *slab_base(const struct slab *slab) { return page_address(slab); }
+/* The first object of a slab: after the left red zone of debug caches. */
+static inline char *slab_first(const struct uslab_cache *s, const struct slab *slab)
+{
+	return (char *)page_address(slab) + s->red_left_pad;
+}
 
 /* Is `off` (< 2^32) a multiple of the object stride? One multiply (Lemire's
  * divisibility test), no division. */
@@ -153,10 +190,10 @@ static inline bool obj_offset_ok(const struct uslab_cache *s, uintptr_t off)
 	return (uint64_t)off * s->divmagic <= s->divmagic - 1;
 }
 
-/* Is x the start of an object slot of this slab? */
+/* Is x the start of an object of this slab? */
 static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab *slab, const void *x)
 {
-	uintptr_t off = (uintptr_t)x - (uintptr_t)slab_base(slab);
+	uintptr_t off = (uintptr_t)x - (uintptr_t)slab_first(s, slab);
 	return off < ((uintptr_t)slab->objects * s->size) && obj_offset_ok(s, off);
 }
 
@@ -165,9 +202,18 @@ static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab
 static inline void cpu_set_slab(const struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 {
 	c->slab = slab;
-	c->slab_base = slab ? (uintptr_t)slab_base(slab) : 0;
+	c->slab_base = slab ? (uintptr_t)slab_first(s, slab) : 0;
 	c->slab_span = slab ? (uintptr_t)slab->objects * s->size : 0;
 }
+
+/* A free pointer taken from the CPU free list must be NULL or another
+ * object of the CPU slab: anything else is a corrupted free list, caught
+ * before a wild pointer is handed out. */
+static inline bool cpu_next_ok(const struct cpu_cache *c, const void *next)
+{
+	return !next || (uintptr_t)next - c->slab_base < c->slab_span;
+}
+USLAB_HIDDEN _Noreturn void slab_bad_freelist(struct uslab_cache *s, const void *obj, const void *next);
 
 /* Add to a counter of the owner's CPU part: load and store, no RMW. */
 static inline void cpu_count(_Atomic uint64_t *ctr, uint64_t n)
@@ -194,8 +240,10 @@ static inline void stat_add(struct uslab_cache *s, struct cpu_cache *c, enum usl
 }
 
 /* ---- slab.c ----------------------------------------------------------- */
-USLAB_HIDDEN void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
-USLAB_HIDDEN void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c);
+/* `caller`: the return address of the API call, for slub_debug's U and T. */
+USLAB_HIDDEN void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller);
+USLAB_HIDDEN void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c,
+				 void *caller);
 /* Fill c->freelist (CPU slab from CPU partial list, node list or a new
  * slab); false when no memory can be had. */
 USLAB_HIDDEN bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c);
@@ -207,6 +255,13 @@ USLAB_HIDDEN void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, st
  * CAS per group of objects of one slab; CPU slab objects go to c->freelist. */
 USLAB_HIDDEN void slab_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs,
 				 struct slab *const *slabs, unsigned n);
+/* A new slab with all objects on one list: for CPU part c (frozen, the
+ * list in *chain) or, with chain NULL, unfrozen with the list in the slab. */
+USLAB_HIDDEN struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain);
+USLAB_HIDDEN void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab);
+/* node partial list; list_lock held */
+USLAB_HIDDEN void add_partial_locked(struct node *n, struct slab *slab, bool tail);
+USLAB_HIDDEN void remove_partial_locked(struct node *n, struct slab *slab);
 /* Allocate/free without a CPU part (metadata caches, exiting threads). */
 USLAB_HIDDEN void *slab_alloc_nocpu(struct uslab_cache *s);
 USLAB_HIDDEN void slab_free_nocpu(struct uslab_cache *s, void *x);
@@ -257,6 +312,10 @@ struct uslab_opts {
 	int cpu_partial;       /* slub_cpu_partial; -1: per-size default */
 	bool show_stats;       /* show_stats: print the stats table at exit */
 	bool export_stats;     /* export: keep a stats file for uslabinfo */
+	bool report_continue;  /* report_continue: report, leak the object, go on */
+	bool freelist_random;  /* slab_freelist_random */
+	unsigned debug;        /* slub_debug letters (DBG_*) */
+	char debug_caches[256];/* slub_debug's cache list, ",a,b," (empty: all caches) */
 };
 extern struct uslab_opts opt USLAB_HIDDEN;
 USLAB_HIDDEN void options_init(void);
@@ -267,6 +326,37 @@ USLAB_HIDDEN int cache_tune_set(struct uslab_cache *s, const char *name, unsigne
 
 /* ---- fork.c ---------------------------------------------------------------- */
 USLAB_HIDDEN void fork_init(void);
+
+/* ---- debug.c: slub_debug ------------------------------------------------ */
+#define DBG_F 0x01   /* consistency checks */
+#define DBG_Z 0x02   /* red zones */
+#define DBG_P 0x04   /* poisoning */
+#define DBG_U 0x08   /* alloc/free call-site tracking */
+#define DBG_T 0x10   /* tracing */
+/* Turn debug letters on for a new cache (from its flags and slub_debug=);
+ * called before the layout is computed. */
+USLAB_HIDDEN unsigned debug_flags_for(const char *name, unsigned long flags);
+/* Lay out a debug cache's object: left pad, object, right red zone, free
+ * pointer, tracks, requested size. Returns the stride before alignment. */
+USLAB_HIDDEN size_t debug_layout(struct uslab_cache *s, size_t size, size_t align);
+/* Initialize a new slab's objects (red zones inactive, poison, no tracks). */
+USLAB_HIDDEN void debug_init_slab(struct uslab_cache *s, struct slab *slab);
+USLAB_HIDDEN void *debug_alloc(struct uslab_cache *s, void *caller);
+USLAB_HIDDEN void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller);
+/* Check every object of every slab (debug caches), reporting each bad one
+ * once; returns the number of problems. Node lock held by the caller. */
+USLAB_HIDDEN long debug_validate_locked(struct uslab_cache *s);
+/* Print the alloc sites of live objects (destroy with live objects, U). */
+USLAB_HIDDEN void debug_report_live(struct uslab_cache *s);
+/* kmalloc: the size actually requested, so the slack up to the class size
+ * is red zone too (Z). No-op for other caches. */
+USLAB_HIDDEN void debug_set_orig_size(struct uslab_cache *s, void *obj, size_t size);
+/* The USLAB_* flags of DBG_* letters. */
+USLAB_HIDDEN unsigned long debug_public_flags(unsigned debug);
+/* Order new slabs' free lists randomly (slab_freelist_random); release
+ * the sequence when the cache goes. */
+USLAB_HIDDEN void debug_random_seq(struct uslab_cache *s);
+USLAB_HIDDEN void debug_cache_release(struct uslab_cache *s);
 
 /* ---- export.c ------------------------------------------------------------- */
 /* Set while USLAB_OPTIONS=export is on; the slow paths then call
@@ -280,13 +370,16 @@ USLAB_HIDDEN void export_poll(void);
 
 /* Pop the CPU free list, else the CPU object queue: no lock, no atomic
  * read-modify-write. ALLOC_FASTPATH is derived, not counted (see above). */
-static inline void *slab_alloc_fast(struct uslab_cache *s)
+static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_cache *s)
 {
 	struct cpu_cache *c = cpu_this(s);
 	void *x;
 	if (likely(c != NULL)) {
 		if (likely((x = c->freelist) != NULL)) {
-			c->freelist = get_freepointer(s, x);
+			void *next = get_freepointer(s, x);
+			if (unlikely(!cpu_next_ok(c, next)))
+				slab_bad_freelist(s, x, next);
+			c->freelist = next;
 			return x;
 		}
 		if (c->qn) {
@@ -294,14 +387,14 @@ static inline void *slab_alloc_fast(struct uslab_cache *s)
 			return c->queue[--c->qn];
 		}
 	}
-	return slab_alloc_slow(s, c);
+	return slab_alloc_slow(s, c, __builtin_return_address(0));
 }
 
 /* Push to the CPU free list when x is in the CPU slab; the checks (inside
  * the slab, on an object boundary, not the list head) cost a subtraction,
  * a multiply and compares. Everything else, every foreign pointer
  * included, goes to the slow path, which checks it in full. x != NULL. */
-static inline void slab_free_fast(struct uslab_cache *s, void *x)
+static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_cache *s, void *x)
 {
 	struct cpu_cache *c = cpu_this(s);
 	if (likely(c != NULL)) {
@@ -313,7 +406,7 @@ static inline void slab_free_fast(struct uslab_cache *s, void *x)
 			return;
 		}
 	}
-	slab_free_slow(s, page_obj_slab(x), x, c);
+	slab_free_slow(s, page_obj_slab(x), x, c, __builtin_return_address(0));
 }
 
 /* ---- stats.c ---------------------------------------------------------- */

@@ -71,8 +71,9 @@ static void fill_info_locked(struct uslab_cache *named, struct uslab_cache_info 
 	for (struct uslab_cache *a = s->aliases; a; a = a->alias_next)
 		info->aliases++;
 	info->object_size = named->object_size;
+	info->flags = s->flags | debug_public_flags(s->debug);
 	info->slab_object_size = s->size;
-	info->align = s->align;
+	info->align = named->align;   /* an alias: what it asked for, which its root guarantees */
 	uint32_t oo = cache_oo(s);
 	info->order = oo_order(oo);
 	info->min_order = s->min_order;

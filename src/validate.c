@@ -101,6 +101,8 @@ long uslab_cache_validate(struct uslab_cache *cache)
 	 * here; with the node lock held the counts can still move, so they
 	 * are compared only when the cache is quiet enough to agree twice. */
 	page_for_each_slab(check_slab, &v);
+	if (s->debug)   /* every object, in the state the node lock keeps consistent */
+		v.problems += debug_validate_locked(s);
 	long ns = atomic_load_explicit(&n->nr_slabs, memory_order_relaxed);
 	long no = atomic_load_explicit(&n->total_objects, memory_order_relaxed);
 	pthread_mutex_unlock(&n->list_lock);

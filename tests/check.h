@@ -366,6 +366,14 @@ static inline uint64_t ev_sum_named(const struct uslab_cache_info *info, const c
 	return sum;
 }
 
+/* Does slub_debug (a debug flag, or USLAB_OPTIONS=slub_debug) apply to the
+ * cache? Then every operation takes the slow path. */
+static inline bool cache_debugged(const struct uslab_cache_info *info)
+{
+	return info->flags & (USLAB_CONSISTENCY_CHECKS | USLAB_RED_ZONE | USLAB_POISON | USLAB_STORE_USER |
+			      USLAB_TRACE);
+}
+
 static inline uint64_t ev_allocs(const struct uslab_cache_info *info)
 {
 	static const char *const names[] = { "ALLOC_FASTPATH", "ALLOC_SLOWPATH", "ALLOC_PCS", "ALLOC_BULK", NULL };
