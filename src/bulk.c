@@ -49,6 +49,8 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		if (i < nr && !slab_refill_cpu(s, c))
 			goto fail;
 	}
+	for (size_t j = 0; USLAB_TRACKED && j < nr; j++)
+		track_alloc(objs[j], s->object_size);
 	stat_add(s, c, USLAB_STAT_ALLOC_BULK, nr);
 	return nr;
 fail:
@@ -92,6 +94,7 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 			struct slab *slab = page_obj_slab(x);
 			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
 				slab_bad_free(named, slab, x, "invalid free");
+			track_free(x, s->object_size);
 			chunk[n] = x;
 			slabs[n++] = slab;
 		}

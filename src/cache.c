@@ -102,8 +102,9 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 	s->debug = s->internal ? 0 : debug_flags_for(s->name, flags);
 	if (s->debug) {
 		stride = debug_layout(s, size, align);
-	} else if (s->ctor) {
-		/* The free pointer must not clobber constructed state: after the object. */
+	} else if (s->ctor || USLAB_TRACKED) {
+		/* The free pointer must not clobber constructed state (or, in a
+		 * tracked build, a poisoned free object): after the object. */
 		s->offset = (unsigned)stride;
 		stride += sizeof(void *);
 	} else {
@@ -218,6 +219,10 @@ static struct uslab_cache *find_mergeable_locked(const struct uslab_cache *want)
 	for (struct uslab_cache *s = cache_list; s; s = s->next) {
 		if (s->ctor || s->debug || (s->flags & USLAB_NO_MERGE) || s->destroyed || s->size < want->size ||
 		    s->size - want->size >= sizeof(void *) || s->size % want->align)
+			continue;
+		/* tracked builds poison whole free objects: the alias's object
+		 * must end before the root's free pointer */
+		if (USLAB_TRACKED && want->object_size > s->offset)
 			continue;
 		return s;
 	}

@@ -322,6 +322,7 @@ void *debug_alloc(struct uslab_cache *s, void *caller)
 		atomic_store_explicit(&slab->fc, fc_make(next, fc_inuse(fc) + 1, false), memory_order_release);
 		if (!next)
 			remove_partial_locked(n, slab);   /* full: on no list */
+		track_alloc(x, s->object_size);   /* it is being handed out: the checks read it */
 		const char *bug = alloc_checks(s, slab, x);
 		if (bug) {
 			pthread_mutex_unlock(&n->list_lock);
@@ -390,6 +391,7 @@ void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller)
 	bool discard = !inuse && atomic_load_explicit(&n->nr_partial, memory_order_relaxed) > TUNE(s, min_partial);
 	if (discard)
 		remove_partial_locked(n, slab);
+	track_free(x, s->object_size);
 	pthread_mutex_unlock(&n->list_lock);
 	stat_inc(s, NULL, USLAB_STAT_FREE_SLOWPATH);
 	if (discard)
@@ -472,6 +474,10 @@ static void walk_slab(struct slab *slab, void *arg)
 		const unsigned char *bad = NULL;
 		const char *what = NULL;
 		unsigned expect = 0;
+#if defined(USLAB_TRACK_ASAN)
+		if (is_free)   /* validation reads free objects' poison */
+			track_alloc(x, s->object_size);
+#endif
 		if (is_free && (s->debug & DBG_P) && (bad = check_poison(s, x))) {
 			what = "Poison overwritten (write after free)";
 			expect = bad == (unsigned char *)x + s->object_size - 1 ? POISON_END : POISON_FREE;
@@ -483,6 +489,10 @@ static void walk_slab(struct slab *slab, void *arg)
 			w->problems++;
 			object_report(s, slab, x, what, bad, expect);
 		}
+#if defined(USLAB_TRACK_ASAN)
+		if (is_free)
+			track_free(x, s->object_size);
+#endif
 	}
 }
 

@@ -217,6 +217,8 @@ struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain)
 		prev = x;
 	}
 	set_freepointer(s, prev, NULL);
+	for (unsigned i = 0; USLAB_TRACKED && i < objects; i++)
+		track_new(first + (size_t)i * s->size, s->object_size);
 	if (chain) {
 		atomic_store_explicit(&slab->fc, fc_make(NULL, objects, true), memory_order_relaxed);
 		set_owner(slab, c);
@@ -238,6 +240,7 @@ void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 	atomic_fetch_sub_explicit(&s->node.total_objects, slab->objects, memory_order_relaxed);
 	stat_inc(s, c, USLAB_STAT_FREE_SLAB);
 	page_set_kind(slab, PK_BUSY);
+	track_release(slab_base(slab), PAGE_SIZE << slab->order);
 	page_free(slab);
 }
 
@@ -498,6 +501,7 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller)
 	c->freelist = next;
 	cpu_count(&c->fl_in, -1);
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLOWPATH);
+	track_alloc(x, s->object_size);
 	return x;
 }
 
@@ -522,6 +526,8 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 			atomic_fetch_add_explicit(&s->stat_gone[i], tmp.stat[i], memory_order_relaxed);
 	if (!x)
 		errno = ENOMEM;
+	else
+		track_alloc(x, s->object_size);
 	return x;
 }
 
@@ -683,6 +689,9 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 	if (likely(c)) {
 		if (unlikely(x == c->freelist || (c->qn && x == c->queue[c->qn - 1])))
 			slab_bad_free(s, slab, x, "double free");
+	}
+	track_free(x, s->object_size);
+	if (likely(c)) {
 		unsigned cap = TUNE(s, queue_cap);
 		if (cap && fc_frozen(old) && atomic_load_explicit(&slab->owner, memory_order_relaxed) != c) {
 			/* Another CPU is allocating from this slab: a CAS on its word

@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "page.h"
+#include "track.h"
 
 #define SLAB_MAX_OBJECTS   32767   /* per slab, as the kernel's MAX_OBJS_PER_PAGE */
 #define SLUB_MAX_ORDER_DEFAULT 3   /* PAGE_ALLOC_COSTLY_ORDER */
@@ -380,11 +381,14 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
 			if (unlikely(!cpu_next_ok(c, next)))
 				slab_bad_freelist(s, x, next);
 			c->freelist = next;
+			track_alloc(x, s->object_size);
 			return x;
 		}
 		if (c->qn) {
 			stat_inc(s, c, USLAB_STAT_ALLOC_PCS);
-			return c->queue[--c->qn];
+			x = c->queue[--c->qn];
+			track_alloc(x, s->object_size);
+			return x;
 		}
 	}
 	return slab_alloc_slow(s, c, __builtin_return_address(0));
@@ -400,6 +404,7 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 	if (likely(c != NULL)) {
 		uintptr_t off = (uintptr_t)x - c->slab_base;
 		if (likely(off < c->slab_span) && likely(obj_offset_ok(s, off)) && likely(x != c->freelist)) {
+			track_free(x, s->object_size);
 			set_freepointer(s, x, c->freelist);
 			c->freelist = x;
 			stat_inc(s, c, USLAB_STAT_FREE_FASTPATH);
