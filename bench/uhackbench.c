@@ -417,8 +417,11 @@ int main(int argc, char **argv)
 		info.version = USLAB_CACHE_INFO_VERSION;
 		if (uslab_cache_get_info(cache, &info) == 0) {
 			const uint64_t *ev = info.events;
-			uint64_t af = ev[USLAB_STAT_ALLOC_FASTPATH], as = ev[USLAB_STAT_ALLOC_SLOWPATH];
-			uint64_t ff = ev[USLAB_STAT_FREE_FASTPATH], fs = ev[USLAB_STAT_FREE_SLOWPATH];
+			/* "fast": no lock and no atomic: the CPU free list or the CPU queue */
+			uint64_t af = ev[USLAB_STAT_ALLOC_FASTPATH] + ev[USLAB_STAT_ALLOC_PCS];
+			uint64_t as = ev[USLAB_STAT_ALLOC_SLOWPATH];
+			uint64_t ff = ev[USLAB_STAT_FREE_FASTPATH] + ev[USLAB_STAT_FREE_PCS];
+			uint64_t fs = ev[USLAB_STAT_FREE_SLOWPATH];
 			printf("uslab: cache %s objsize %zu stride %zu order %u objs/slab %u: "
 			       "alloc fast %.2f%% (%llu/%llu), free fast %.2f%% (%llu/%llu), "
 			       "NODE_LOCK %llu, CMPXCHG_DOUBLE_FAIL %llu, "

@@ -138,12 +138,13 @@ static void set_cpu_partial(struct uslab_cache *s, unsigned objects)
 	TUNE_SET(s, cpu_partial_slabs, (objects * 2 + per - 1) / per);
 }
 
-/* Defaults of the kernel's set_cpu_partial() and set_min_partial(), and a
+/* Defaults of the kernel's set_cpu_partial() (the sizes of today's kernel,
+ * which raised the 2011 thread's 2/6/13/30) and set_min_partial(), and a
  * CPU queue of about two pages of objects. */
 static void cache_tunables(struct uslab_cache *s)
 {
 	unsigned size = s->size;
-	unsigned cp = size >= PAGE_SIZE ? 2 : size >= 1024 ? 6 : size >= 256 ? 13 : 30;
+	unsigned cp = size >= PAGE_SIZE ? 6 : size >= 1024 ? 24 : size >= 256 ? 52 : 120;
 	if (opt.cpu_partial >= 0)
 		cp = (unsigned)opt.cpu_partial;
 	set_cpu_partial(s, cp);
