@@ -45,7 +45,7 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		}
 		cpu_count(&c->fl_in, -(uint64_t)k);
 		while (i < nr && c->qn)
-			objs[i++] = c->queue[--c->qn];
+			objs[i++] = c->queue->obj[--c->qn];
 		if (i < nr && !slab_refill_cpu(s, c))
 			goto fail;
 	}

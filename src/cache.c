@@ -19,6 +19,7 @@ struct uslab_cache *cache_list;
 struct uslab_cache cache_cache;            /* struct uslab_cache */
 struct uslab_cache cache_cpu_cache;        /* struct cpu_cache */
 struct uslab_cache cache_thread_cache;     /* struct cpu_thread */
+struct uslab_cache cache_queue_cache;      /* struct cpu_queue */
 
 static uint64_t id_map[CACHE_ID_MAX / 64]; /* ids in use (cache_mutex) */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -180,6 +181,7 @@ static void init_once_fn(void)
 	internal_cache(&cache_cache, "uslab_cache", sizeof(struct uslab_cache));
 	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", sizeof(struct cpu_cache));
 	internal_cache(&cache_thread_cache, "uslab_thread", sizeof(struct cpu_thread));
+	internal_cache(&cache_queue_cache, "uslab_cpu_queue", sizeof(struct cpu_queue));
 }
 
 void cache_init(void)

@@ -50,6 +50,10 @@ static void cpu_detach_locked(struct cpu_cache *c)
 		c->cnext->cprev = c->cprev;
 	c->cnext = c->cprev = NULL;
 	c->cache = NULL;
+	if (c->queue) {   /* flushed: empty */
+		slab_free_nocpu(&cache_queue_cache, c->queue);
+		c->queue = NULL;
+	}
 }
 
 static void cpu_thread_exit(void *arg)

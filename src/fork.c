@@ -16,12 +16,14 @@ static void fork_prepare(void)
 	pthread_mutex_lock(&cache_cache.node.list_lock);
 	pthread_mutex_lock(&cache_cpu_cache.node.list_lock);
 	pthread_mutex_lock(&cache_thread_cache.node.list_lock);
+	pthread_mutex_lock(&cache_queue_cache.node.list_lock);
 	page_fork_prepare();
 }
 
 static void fork_release(void)
 {
 	page_fork_release();
+	pthread_mutex_unlock(&cache_queue_cache.node.list_lock);
 	pthread_mutex_unlock(&cache_thread_cache.node.list_lock);
 	pthread_mutex_unlock(&cache_cpu_cache.node.list_lock);
 	pthread_mutex_unlock(&cache_cache.node.list_lock);

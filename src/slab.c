@@ -664,10 +664,11 @@ static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, unsigned n)
 {
 	void *objs[CPU_QUEUE_MAX];
 	struct slab *slabs[CPU_QUEUE_MAX];
-	memcpy(objs, c->queue, n * sizeof(void *));
-	memcpy(slabs, c->qslab, n * sizeof(void *));
-	memmove(c->queue, c->queue + n, (c->qn - n) * sizeof(void *));
-	memmove(c->qslab, c->qslab + n, (c->qn - n) * sizeof(void *));
+	struct cpu_queue *q = c->queue;
+	memcpy(objs, q->obj, n * sizeof(void *));
+	memcpy(slabs, q->slab, n * sizeof(void *));
+	memmove(q->obj, q->obj + n, (c->qn - n) * sizeof(void *));
+	memmove(q->slab, q->slab + n, (c->qn - n) * sizeof(void *));
 	c->qn -= n;
 	stat_inc(s, c, USLAB_STAT_SHEAF_FLUSH);
 	slab_free_objs(s, c, objs, slabs, n);
@@ -687,21 +688,22 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 		c = cpu_get(s);   /* NULL for exiting threads: they free straight to the slab */
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
 	if (likely(c)) {
-		if (unlikely(x == c->freelist || (c->qn && x == c->queue[c->qn - 1])))
+		if (unlikely(x == c->freelist || (c->qn && x == c->queue->obj[c->qn - 1])))
 			slab_bad_free(s, slab, x, "double free");
 	}
 	track_free(x, s->object_size);
 	if (likely(c)) {
 		unsigned cap = TUNE(s, queue_cap);
-		if (cap && fc_frozen(old) && atomic_load_explicit(&slab->owner, memory_order_relaxed) != c) {
+		if (cap && fc_frozen(old) && atomic_load_explicit(&slab->owner, memory_order_relaxed) != c &&
+		    (c->queue || (c->queue = slab_alloc_nocpu(&cache_queue_cache)))) {
 			/* Another CPU is allocating from this slab: a CAS on its word
 			 * would bounce a line that CPU is using. The object waits in
 			 * our CPU queue instead, for an allocation here or a batched
 			 * hand-back to its slab (one CAS per slab). */
 			if (c->qn >= cap)   /* >=: the tunable may have shrunk */
 				queue_flush(s, c, c->qn - cap / 2);
-			c->qslab[c->qn] = slab;
-			c->queue[c->qn++] = x;
+			c->queue->slab[c->qn] = slab;
+			c->queue->obj[c->qn++] = x;
 			stat_inc(s, c, USLAB_STAT_FREE_PCS);
 			return;
 		}

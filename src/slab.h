@@ -73,11 +73,17 @@ struct cpu_cache {
 	 * fl_in + FREE_FASTPATH - (objects now on freelist), see stats.c. */
 	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
 	_Atomic uint64_t fl_in;         /* objects the slow path put on freelist, less those it took off */
-	/* CPU object queue (a "sheaf"): objects freed here that are not of the
-	 * CPU slab, oldest first. Allocations take the newest; when full, the
-	 * oldest half goes back to the slabs with one CAS per slab. */
-	void *queue[CPU_QUEUE_MAX];
-	struct slab *qslab[CPU_QUEUE_MAX]; /* the slab of each queued object */
+	/* CPU object queue (a "sheaf"): objects freed here that are of a slab
+	 * another CPU allocates from, oldest first. Allocations take the
+	 * newest; when full, the oldest half goes back to the slabs with one
+	 * CAS per slab. Allocated on first use, so that threads that never
+	 * free others' objects do not pay 1 KiB per cache. */
+	struct cpu_queue *queue;
+};
+
+struct cpu_queue {
+	void *obj[CPU_QUEUE_MAX];
+	struct slab *slab[CPU_QUEUE_MAX];  /* the slab of each queued object */
 };
 
 /* ---- a cache (kmem_cache) ---------------------------------------------- */
@@ -386,7 +392,7 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
 		}
 		if (c->qn) {
 			stat_inc(s, c, USLAB_STAT_ALLOC_PCS);
-			x = c->queue[--c->qn];
+			x = c->queue->obj[--c->qn];
 			track_alloc(x, s->object_size);
 			return x;
 		}
@@ -426,5 +432,6 @@ USLAB_HIDDEN void cache_init(void);
 extern struct uslab_cache cache_cache USLAB_HIDDEN;        /* struct uslab_cache */
 extern struct uslab_cache cache_cpu_cache USLAB_HIDDEN;    /* struct cpu_cache */
 extern struct uslab_cache cache_thread_cache USLAB_HIDDEN; /* struct cpu_thread */
+extern struct uslab_cache cache_queue_cache USLAB_HIDDEN;  /* struct cpu_queue */
 
 #endif
