@@ -1,7 +1,8 @@
 /*
  * The SLUB core: slow paths of allocation and free, freezing, CPU partial
- * lists, the node partial list, new and discarded slabs. The fast paths are
- * in cache.c beside the API they serve.
+ * lists, the node partial list, the CPU object queue, new and discarded
+ * slabs. The fast paths are inline in slab.h (slab_alloc_fast and
+ * slab_free_fast), shared by the cache API and the malloc family.
  *
  * Lock order and what protects what (after mm/slub.c):
  *
@@ -19,7 +20,10 @@
  * A free into a full, unfrozen slab freezes it onto the freeing thread's CPU
  * partial list, so a remote free takes one CAS and no lock. The node lock is
  * taken by a free only to take an emptied slab off the node list (or, with
- * cpu_partial 0 or no CPU part, to put a formerly full slab on it).
+ * cpu_partial 0 or no CPU part, to put a formerly full slab on it). A free
+ * into a slab that another CPU is allocating from (frozen, owner not us)
+ * does not even CAS at once: the object waits in the freeing CPU's object
+ * queue and goes back with others of its slab, one CAS per group.
  *
  * Memory ordering: the fc CAS is acq_rel. A releasing CAS publishes the
  * free-pointer written into the object before it; the acquiring CAS that
