@@ -178,6 +178,7 @@ static void init_once_fn(void)
 {
 	options_init();
 	fork_init();
+	export_init();   /* USLAB_OPTIONS=export: the stats file for uslabinfo */
 	internal_cache(&cache_cache, "uslab_cache", sizeof(struct uslab_cache));
 	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", sizeof(struct cpu_cache));
 	internal_cache(&cache_thread_cache, "uslab_thread", sizeof(struct cpu_thread));

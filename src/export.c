@@ -1,11 +1,497 @@
 /*
- * Export of statistics to uslabinfo (USLAB_OPTIONS=export): being written
- * (issue 6). Until then export stays off and the slow-path hook is idle.
+ * Export of statistics to uslabinfo (USLAB_OPTIONS=export), and the
+ * show_stats table at exit. The file format and protocol are described in
+ * export.h; this is the writer.
+ *
+ * Cost. The fast paths know nothing of the export. The allocation slow path
+ * calls export_poll() when export_active is set, and export_poll() is one
+ * relaxed load of the shared `req` word compared with the last value served
+ * (`seen`): both lines are only read until a reader asks. Then one thread
+ * (the `busy` flag) refreshes the snapshot under cache_mutex, taken with
+ * trylock so that a slow path never waits for it (the request stays pending
+ * and the next slow path tries again), at most every EXPORT_MIN_MS.
+ *
+ * Locks: cache_mutex (taken by trylock here, or plainly from
+ * uslab_export_refresh() and at exit) comes first in the lock order, so
+ * commands may take node and page locks under it (shrink, validate). The
+ * busy flag is not a lock anyone waits for: a thread that finds it set
+ * returns.
+ *
+ * A process only ever writes its own file (named by its pid). After fork
+ * the child drops the parent's mapping and starts its own file on its first
+ * slow path; exec and exit drop the flock that marks the file live; a
+ * normal exit writes a final snapshot, marks it FINAL and unlinks the file
+ * (a reader that holds it open, as `uslabinfo run` does, still reads it).
+ *
+ * Nothing here allocates from uslab or malloc.
  */
+#define _GNU_SOURCE 1   /* mremap */
 #include "slab.h"
+#include "export.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 _Atomic bool export_active;
 
+#define EXPORT_INITIAL_RECORDS 32
+
+static struct {
+	struct export_header *hdr;   /* the header's mapping (never moves), or NULL */
+	struct uslab_cache_info *rec;/* the records' mapping (moves when the file grows) */
+	size_t rec_size;             /* bytes of it mapped */
+	int fd;                      /* the file, O_CLOEXEC, holding the flock */
+	int pid;                     /* the process that owns hdr */
+	_Atomic(_Atomic uint64_t *) req_word; /* &hdr->req, or &dummy_req to force a service */
+	_Atomic uint64_t dummy_req;  /* != seen: the next poll starts the export (after fork) */
+	_Atomic uint64_t seen;       /* the last req served */
+	_Atomic uint64_t last_ms;    /* when the snapshot was last refreshed */
+	_Atomic bool busy;           /* a thread is serving (one at a time) */
+	_Atomic bool restart;        /* forked child: start a file of our own */
+	bool atfork_done;
+	char path[256];
+} exp = { .fd = -1 };
+
+/* ---- small helpers --------------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Read a small /proc file into buf (NUL-terminated); length or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return n;
+}
+
+/* The export directory: $XDG_RUNTIME_DIR if it is a directory of ours that
+ * others cannot write, else /dev/shm. */
+static const char *export_dir(void)
+{
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	if (x && x[0] == '/' && strlen(x) < 180 && !stat(x, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	    !(st.st_mode & 022))
+		return x;
+	if (!stat(EXPORT_SHM_DIR, &st) && S_ISDIR(st.st_mode))
+		return EXPORT_SHM_DIR;
+	return NULL;
+}
+
+/* ---- the snapshot ------------------------------------------------------ */
+
+static size_t records_size(uint32_t capacity)
+{
+	return (size_t)capacity * sizeof(struct uslab_cache_info);
+}
+
+/* Make room for `want` records; false if the file cannot grow. Only the
+ * records mapping moves: the header (and the req word every slow path
+ * loads) never does. */
+static bool grow(uint32_t want)
+{
+	uint32_t cap = exp.hdr->capacity;
+	if (want <= cap)
+		return true;
+	while (cap < want && cap < EXPORT_MAX_RECORDS)
+		cap *= 2;
+	if (cap > EXPORT_MAX_RECORDS)
+		cap = EXPORT_MAX_RECORDS;
+	size_t size = records_size(cap);
+	if (ftruncate(exp.fd, (off_t)(exp.hdr->records_offset + size)))
+		return false;
+	void *m = mremap(exp.rec, exp.rec_size, size, MREMAP_MAYMOVE);
+	if (m == MAP_FAILED)
+		return false;
+	exp.rec = m;
+	exp.rec_size = size;
+	exp.hdr->capacity = cap;
+	return true;
+}
+
+/* Write a snapshot of every cache (real caches, then their aliases).
+ * cache_mutex held, exp.busy held. */
+static void snapshot_locked(void)
+{
+	uint32_t want = 0;
+	for (struct uslab_cache *s = cache_list; s; s = s->next) {
+		want++;
+		for (struct uslab_cache *a = s->aliases; a; a = a->alias_next)
+			want++;
+	}
+	if (want > exp.hdr->capacity)
+		grow(want);
+	struct export_header *h = exp.hdr;
+	uint64_t s0 = atomic_load_explicit(&h->seq, memory_order_relaxed);
+	atomic_store_explicit(&h->seq, s0 + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	struct uslab_cache_info *r = exp.rec;
+	uint32_t n = 0, dropped = 0;
+	for (struct uslab_cache *s = cache_list; s; s = s->next) {
+		if (n < h->capacity)
+			stats_fill_info_locked(s, &r[n++]);
+		else
+			dropped++;
+		for (struct uslab_cache *a = s->aliases; a; a = a->alias_next) {
+			if (n < h->capacity)
+				stats_fill_info_locked(a, &r[n++]);
+			else
+				dropped++;
+		}
+	}
+	h->nr_records = n;
+	h->dropped = dropped;
+	h->proc.version = USLAB_PROCESS_INFO_VERSION;
+	uslab_process_get_info(&h->proc);
+	h->snap_ns = mono_ns();
+	h->snaps++;
+	atomic_store_explicit(&h->seq, s0 + 2, memory_order_release);
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static void cmd_fail(struct export_cmd *c, int err, const char *msg)
+{
+	c->err = err;
+	c->result = -1;
+	fmt_buf(c->msg, sizeof c->msg, "%s", msg);
+}
+
+/* Is the file still owner-only and ours? Only its owner can have posted. */
+static bool file_is_private(void)
+{
+	struct stat st;
+	return !fstat(exp.fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077);
+}
+
+/* Apply one command to cache s (a real cache or an alias). */
+static void cmd_apply(struct export_cmd *c, struct uslab_cache *s, const char *key)
+{
+	switch (c->op) {
+	case EXPORT_OP_SET: {
+		unsigned long old = 0;
+		if (uslab_cache_tune_get(s, key, &old) || uslab_cache_tune_set(s, key, (unsigned long)c->value)) {
+			fmt_buf(c->msg, sizeof c->msg, "cache '%s': %s=%llu is out of range or unknown", s->name, key,
+				(unsigned long long)c->value);
+			c->err = EINVAL;
+			c->result = -1;
+			return;
+		}
+		c->result = (int64_t)old;
+		break;
+	}
+	case EXPORT_OP_SHRINK:
+		c->result += uslab_cache_shrink(s);
+		break;
+	case EXPORT_OP_VALIDATE: {
+		long p = uslab_cache_validate(s);
+		c->result += p > 0 ? p : 0;
+		break;
+	}
+	}
+	c->caches++;
+}
+
+/* Serve a posted command. cache_mutex held (so no cache can be destroyed
+ * meanwhile; lock order cache_mutex -> node -> page allows shrink and
+ * validate under it). */
+static void serve_cmd_locked(void)
+{
+	struct export_cmd *c = &exp.hdr->cmd;
+	uint32_t st = CMD_POSTED;
+	if (atomic_load_explicit(&c->state, memory_order_acquire) != CMD_POSTED ||
+	    !atomic_compare_exchange_strong_explicit(&c->state, &st, CMD_TAKEN, memory_order_acq_rel,
+						     memory_order_acquire))
+		return;
+	char name[USLAB_NAME_MAX + 1], key[sizeof c->key];
+	memcpy(name, c->cache, sizeof name);
+	name[USLAB_NAME_MAX] = 0;
+	memcpy(key, c->key, sizeof key);
+	key[sizeof key - 1] = 0;
+	c->err = 0;
+	c->result = 0;
+	c->caches = 0;
+	c->msg[0] = 0;
+	if (!file_is_private()) {
+		cmd_fail(c, EPERM, "the export file is no longer owned by this user with mode 0600; command refused");
+	} else if (c->op != EXPORT_OP_SET && c->op != EXPORT_OP_SHRINK && c->op != EXPORT_OP_VALIDATE) {
+		cmd_fail(c, EINVAL, "unknown command");
+	} else if (c->op == EXPORT_OP_SET && !name[0]) {
+		cmd_fail(c, EINVAL, "a tunable needs a cache name");
+	} else {
+		for (struct uslab_cache *s = cache_list; s && !c->err; s = s->next) {
+			if (!name[0] || !strcmp(s->name, name))
+				cmd_apply(c, s, key);
+			for (struct uslab_cache *a = s->aliases; a && !c->err; a = a->alias_next)
+				if (name[0] && !strcmp(a->name, name))
+					cmd_apply(c, a, key);
+		}
+		if (!c->err && !c->caches)
+			fmt_buf(c->msg, sizeof c->msg, "no cache named '%s'", name), c->err = ENOENT, c->result = -1;
+	}
+	atomic_store_explicit(&c->state, CMD_DONE, memory_order_release);
+}
+
+/* ---- starting and serving ------------------------------------------------ */
+
+/* Create (or adopt: a file named by our own pid is stale, or was reserved
+ * for us by `uslabinfo run`) the export file and map it. */
+static bool export_start(void)
+{
+	const char *dir = export_dir();
+	if (!dir) {
+		report_line("export: no $XDG_RUNTIME_DIR of ours and no %s; statistics are not exported", EXPORT_SHM_DIR);
+		return false;
+	}
+	int pid = (int)getpid();
+	fmt_buf(exp.path, sizeof exp.path, "%s/" EXPORT_PREFIX "%d" EXPORT_SUFFIX, dir, pid);
+	int fd = open(exp.path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST)
+		fd = open(exp.path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
+	    flock(fd, LOCK_SH | LOCK_NB)) {
+		report_line("export: cannot use %s (%s); statistics are not exported", exp.path,
+			    fd < 0 ? "cannot create it" : "exists and is not ours, or is in use");
+		if (fd >= 0)
+			close(fd);
+		exp.path[0] = 0;
+		return false;
+	}
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t hsize = (sizeof(struct export_header) + page - 1) / page * page;
+	size_t rsize = records_size(EXPORT_INITIAL_RECORDS);
+	void *m = MAP_FAILED, *r = MAP_FAILED;
+	if (!fchmod(fd, 0600) && !ftruncate(fd, (off_t)(hsize + rsize))) {
+		m = mmap(NULL, hsize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		r = mmap(NULL, rsize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)hsize);
+	}
+	if (m == MAP_FAILED || r == MAP_FAILED) {
+		report_line("export: cannot size or map %s; statistics are not exported", exp.path);
+		if (m != MAP_FAILED)
+			munmap(m, hsize);
+		if (r != MAP_FAILED)
+			munmap(r, rsize);
+		unlink(exp.path);
+		close(fd);
+		exp.path[0] = 0;
+		return false;
+	}
+	struct export_header *h = m;
+	/* Adopted files keep their old contents: clear everything but the
+	 * words readers may be using (req, ack, cmd), then describe. */
+	uint64_t req = atomic_load_explicit(&h->req, memory_order_relaxed);
+	memset(h->magic, 0, sizeof h->magic);
+	h->version = EXPORT_VERSION;
+	h->header_size = sizeof *h;
+	h->records_offset = (uint32_t)hsize;
+	h->record_size = sizeof(struct uslab_cache_info);
+	h->info_version = USLAB_CACHE_INFO_VERSION;
+	h->proc_size = sizeof(struct uslab_process_info);
+	h->nr_stat_items = USLAB_NR_STAT_ITEMS;
+	h->pid = pid;
+	h->uid = (uint32_t)geteuid();
+	char buf[1024];
+	h->starttime = read_small("/proc/self/stat", buf, sizeof buf) > 0 ? export_parse_starttime(buf) : 0;
+	memset(h->comm, 0, sizeof h->comm);
+	if (read_small("/proc/self/comm", buf, sizeof buf) > 0) {
+		size_t n = strcspn(buf, "\n");
+		memcpy(h->comm, buf, MIN(n, sizeof h->comm - 1));
+	}
+	memset(h->stat_names, 0, sizeof h->stat_names);
+	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS && i < EXPORT_MAX_STATS; i++)
+		fmt_buf(h->stat_names[i], EXPORT_STAT_NAME, "%s", uslab_stat_name((enum uslab_stat_item)i));
+	h->capacity = EXPORT_INITIAL_RECORDS;
+	h->nr_records = 0;
+	h->dropped = 0;
+	h->snaps = 0;
+	h->snap_ns = mono_ns();
+	h->proc.version = USLAB_PROCESS_INFO_VERSION;
+	atomic_store_explicit(&h->seq, 0, memory_order_relaxed);
+	memcpy(h->magic, EXPORT_MAGIC, sizeof h->magic);
+	atomic_store_explicit(&h->state, EXPORT_LIVE, memory_order_release);
+
+	exp.hdr = h;
+	exp.rec = r;
+	exp.rec_size = rsize;
+	exp.fd = fd;
+	exp.pid = pid;
+	atomic_store_explicit(&exp.seen, req, memory_order_relaxed);
+	atomic_store_explicit(&exp.req_word, &h->req, memory_order_release);
+	return true;
+}
+
+/* Refresh the snapshot and serve a command. force: wait for cache_mutex
+ * and ignore the rate limit (public refresh, exit). */
+static void export_service(bool force)
+{
+	struct export_header *h = exp.hdr;
+	if (!force && h && !atomic_load_explicit(&exp.restart, memory_order_relaxed)) {
+		uint64_t now = os_now_ms();
+		if (now - atomic_load_explicit(&exp.last_ms, memory_order_relaxed) < EXPORT_MIN_MS &&
+		    atomic_load_explicit(&h->cmd.state, memory_order_relaxed) != CMD_POSTED)
+			return;
+	}
+	if (atomic_exchange_explicit(&exp.busy, true, memory_order_acquire))
+		return;
+	if (atomic_load_explicit(&exp.restart, memory_order_relaxed)) {
+		atomic_store_explicit(&exp.restart, false, memory_order_relaxed);
+		if (!export_start()) {
+			atomic_store_explicit(&export_active, false, memory_order_relaxed);
+			goto out;
+		}
+	}
+	if (!exp.hdr)
+		goto out;
+	if (force)
+		pthread_mutex_lock(&cache_mutex);
+	else if (pthread_mutex_trylock(&cache_mutex))
+		goto out;   /* busy: the request stays pending for the next slow path */
+	uint64_t req = atomic_load_explicit(&exp.hdr->req, memory_order_acquire);
+	serve_cmd_locked();
+	snapshot_locked();
+	pthread_mutex_unlock(&cache_mutex);
+	atomic_store_explicit(&exp.last_ms, os_now_ms(), memory_order_relaxed);
+	atomic_store_explicit(&exp.seen, req, memory_order_relaxed);
+	atomic_store_explicit(&exp.hdr->ack, req, memory_order_release);
+out:
+	atomic_store_explicit(&exp.busy, false, memory_order_release);
+}
+
+/* The slow-path hook: nothing due is one relaxed load and a compare. */
 void export_poll(void)
 {
+	_Atomic uint64_t *w = atomic_load_explicit(&exp.req_word, memory_order_relaxed);
+	if (likely(atomic_load_explicit(w, memory_order_relaxed) ==
+		   atomic_load_explicit(&exp.seen, memory_order_relaxed)))
+		return;
+	export_service(false);
+}
+
+/* fork: the child must not write the parent's file. Drop it; the child's
+ * first slow path starts a file of its own (a child that only execs never
+ * makes one). */
+static void export_atfork_child(void)
+{
+	if (!atomic_load_explicit(&export_active, memory_order_relaxed))
+		return;
+	if (exp.hdr)
+		munmap(exp.hdr, exp.hdr->records_offset);
+	if (exp.rec)
+		munmap(exp.rec, exp.rec_size);
+	exp.rec = NULL;
+	if (exp.fd >= 0)
+		close(exp.fd);
+	exp.hdr = NULL;
+	exp.fd = -1;
+	exp.path[0] = 0;
+	atomic_store_explicit(&exp.busy, false, memory_order_relaxed);
+	atomic_store_explicit(&exp.restart, true, memory_order_relaxed);
+	atomic_store_explicit(&exp.dummy_req, 1, memory_order_relaxed);
+	atomic_store_explicit(&exp.seen, 0, memory_order_relaxed);
+	atomic_store_explicit(&exp.last_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&exp.req_word, &exp.dummy_req, memory_order_relaxed);
+}
+
+void export_init(void)
+{
+	atomic_store_explicit(&exp.req_word, &exp.dummy_req, memory_order_relaxed);
+	if (!opt.export_stats)
+		return;
+	if (!export_start())
+		return;
+	if (!exp.atfork_done) {
+		pthread_atfork(NULL, NULL, export_atfork_child);
+		exp.atfork_done = true;
+	}
+	atomic_store_explicit(&export_active, true, memory_order_release);
+}
+
+const char *uslab_export_path(void)
+{
+	return atomic_load_explicit(&export_active, memory_order_acquire) && exp.hdr ? exp.path : NULL;
+}
+
+int uslab_export_refresh(void)
+{
+	cache_init();
+	if (!atomic_load_explicit(&export_active, memory_order_acquire)) {
+		errno = ENOENT;
+		return -1;
+	}
+	export_service(true);
+	if (!exp.hdr) {
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- exit ------------------------------------------------------------------ */
+
+/*
+ * At exit: the show_stats table, then the export's final snapshot. A
+ * destructor rather than atexit(): registering it can never allocate (glibc's
+ * atexit may call calloc, which under the malloc family would re-enter the
+ * allocator during its own initialisation), and it runs after the program's
+ * own atexit handlers, so the numbers include their frees.
+ */
+__attribute__((destructor)) static void stats_at_exit(void)
+{
+	if (opt.show_stats)
+		uslab_stats_print_fd(2);
+	if (!atomic_load_explicit(&export_active, memory_order_acquire) || !exp.hdr || exp.pid != (int)getpid())
+		return;
+	atomic_store_explicit(&export_active, false, memory_order_relaxed);
+	/* Wait (bounded) for a thread that is serving; then serve ourselves. */
+	for (int i = 0; i < 1000 && atomic_exchange_explicit(&exp.busy, true, memory_order_acquire); i++) {
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+	struct export_header *h = exp.hdr;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += 200 * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	if (!pthread_mutex_timedlock(&cache_mutex, &until)) {
+		serve_cmd_locked();
+		snapshot_locked();
+		pthread_mutex_unlock(&cache_mutex);
+	}
+	h = exp.hdr;
+	/* A command posted from now on is refused. */
+	uint32_t st = CMD_POSTED;
+	if (atomic_compare_exchange_strong(&h->cmd.state, &st, CMD_TAKEN)) {
+		cmd_fail(&h->cmd, ESRCH, "the process is exiting");
+		atomic_store_explicit(&h->cmd.state, CMD_DONE, memory_order_release);
+	}
+	atomic_store_explicit(&h->state, EXPORT_FINAL, memory_order_release);
+	atomic_store_explicit(&h->ack, atomic_load(&h->req), memory_order_release);
+	/* Unlink only if the path still names our file. */
+	struct stat a, b;
+	if (!fstat(exp.fd, &a) && !lstat(exp.path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		unlink(exp.path);
+	/* The mapping and the descriptor stay until the process is gone:
+	 * other threads may still be running. */
 }

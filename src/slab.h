@@ -371,6 +371,11 @@ USLAB_HIDDEN void debug_cache_release(struct uslab_cache *s);
  * controls written by uslabinfo (by this process, on its own slow path). */
 extern _Atomic bool export_active USLAB_HIDDEN;
 USLAB_HIDDEN void export_poll(void);
+/* Issue 6 hook, called once from cache.c's init_once_fn() after
+ * options_init(): starts the export when USLAB_OPTIONS has "export".
+ * (show_stats and the export's final snapshot run from a destructor in
+ * export.c, so nothing is registered with atexit, which may allocate.) */
+USLAB_HIDDEN void export_init(void);
 
 /* ---- the fast paths ------------------------------------------------------ */
 /* Shared by the cache API and the malloc family; each stays on one screen. */
@@ -422,6 +427,9 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 
 /* ---- stats.c ---------------------------------------------------------- */
 USLAB_HIDDEN uint64_t cpu_alloc_fastpath(struct cpu_cache *c);
+/* Fill a current-version snapshot of `named` (an alias reports its root's
+ * numbers). cache_mutex held. (Issue 6: used by export.c.) */
+USLAB_HIDDEN void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *info);
 
 /* ---- cache.c ---------------------------------------------------------- */
 /* cache_mutex protects: the cache list, cache ids, every cache's cpu_list,

@@ -1,5 +1,6 @@
 /*
- * Statistics: stat item names, per-cache snapshots, the table printer.
+ * Statistics: stat item names, per-cache snapshots, and the printers: a
+ * table like the kernel's slabinfo tool, /proc/slabinfo 2.1, and JSON.
  * Counters live in each CPU part (written by its thread alone) and, for
  * parts that are gone and for CPU-less paths, in the cache's stat_gone.
  * Readers take cache_mutex so that parts cannot vanish while summed.
@@ -7,6 +8,7 @@
 #include "slab.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -60,7 +62,7 @@ static void sum_events_locked(struct uslab_cache *s, uint64_t *ev)
 	}
 }
 
-static void fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *info)
+void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *info)
 {
 	struct uslab_cache *s = cache_root(named);
 	memset(info, 0, sizeof *info);
@@ -95,48 +97,282 @@ static void fill_info_locked(struct uslab_cache *named, struct uslab_cache_info 
 	/* Slabs of mixed orders (after a fallback) make this an estimate. */
 	uint64_t per = oo_objects(oo) ? oo_objects(oo) : 1;
 	info->slab_bytes = (info->total_objects + per - 1) / per * (PAGE_SIZE << oo_order(oo));
+	/* version 2. Another thread's c->slab is read without its owner's
+	 * knowledge: a relaxed load of an aligned pointer, never dereferenced,
+	 * so at worst the count is a moment old. */
+	for (struct cpu_cache *c = s->cpu_list; c; c = c->cnext)
+		if (__atomic_load_n(&c->slab, __ATOMIC_RELAXED))
+			info->cpu_slabs++;
+	info->cpu_queue = TUNE(s, queue_cap);
+	info->has_ctor = s->ctor != NULL;
 }
 
 int uslab_cache_get_info(struct uslab_cache *s, struct uslab_cache_info *info)
 {
-	if (!s || !info || info->version != USLAB_CACHE_INFO_VERSION) {
+	if (!s || !info || info->version < 1 || info->version > USLAB_CACHE_INFO_VERSION) {
 		errno = EINVAL;
 		return -1;
 	}
+	unsigned version = info->version;
+	struct uslab_cache_info full;
 	pthread_mutex_lock(&cache_mutex);
-	fill_info_locked(s, info);
+	stats_fill_info_locked(s, &full);
 	pthread_mutex_unlock(&cache_mutex);
+	/* Version 1 ends with events[]: never write past it. */
+	size_t n = version == 1 ? offsetof(struct uslab_cache_info, cpu_slabs) : sizeof full;
+	full.version = version;
+	memcpy(info, &full, n);
 	return 0;
+}
+
+/* The n-th entry of the walk "each real cache, then its aliases" (list
+ * order); false past the end. cache_mutex is taken and dropped per entry so
+ * that printers call their output function without allocator locks. */
+static bool nth_info(unsigned n, struct uslab_cache_info *info)
+{
+	bool found = false;
+	pthread_mutex_lock(&cache_mutex);
+	for (struct uslab_cache *s = cache_list; s && !found; s = s->next) {
+		if (n-- == 0) {
+			stats_fill_info_locked(s, info);
+			found = true;
+			break;
+		}
+		for (struct uslab_cache *a = s->aliases; a; a = a->alias_next)
+			if (n-- == 0) {
+				stats_fill_info_locked(a, info);
+				found = true;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&cache_mutex);
+	return found;
+}
+
+/* The kernel slabinfo tool's store_size(): 24.8M, 999.4K, or plain bytes. */
+static size_t stats_fmt_size(char *buf, size_t size, uint64_t v)
+{
+	uint64_t div = 1;
+	char unit = 0;
+	if (v > 1000000000ULL) {
+		div = 100000000ULL;
+		unit = 'G';
+	} else if (v > 1000000ULL) {
+		div = 100000ULL;
+		unit = 'M';
+	} else if (v > 1000ULL) {
+		div = 100;
+		unit = 'K';
+	}
+	if (!unit)
+		return fmt_buf(buf, size, "%llu", (unsigned long long)v);
+	v /= div;
+	return fmt_buf(buf, size, "%llu.%llu%c", (unsigned long long)(v / 10), (unsigned long long)(v % 10), unit);
+}
+
+/* The kernel slabinfo tool's Flg letters. */
+static size_t stats_fmt_flags(char *buf, size_t size, unsigned long flags, unsigned aliases)
+{
+	char f[16];
+	size_t n = 0;
+	if (aliases)
+		f[n++] = '*';
+	if (flags & USLAB_HWCACHE_ALIGN)
+		f[n++] = 'A';
+	if (flags & USLAB_POISON)
+		f[n++] = 'P';
+	if (flags & USLAB_RED_ZONE)
+		f[n++] = 'Z';
+	if (flags & USLAB_CONSISTENCY_CHECKS)
+		f[n++] = 'F';
+	if (flags & USLAB_STORE_USER)
+		f[n++] = 'U';
+	if (flags & USLAB_TRACE)
+		f[n++] = 'T';
+	f[n] = 0;
+	return fmt_buf(buf, size, "%s", f);
+}
+
+/* Copy a cache name for /proc/slabinfo: white space becomes '_'. */
+static void slabinfo_name(char *dst, const char *src)
+{
+	size_t i = 0;
+	for (; src[i] && i < USLAB_NAME_MAX; i++)
+		dst[i] = (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') ? '_' : src[i];
+	dst[i] = 0;
+}
+
+/* JSON string (quoted, escaped) into buf. */
+static size_t stats_json_str(char *buf, size_t size, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+#define PUT(c) do { if (n + 1 < size) buf[n] = (c); n++; } while (0)
+	PUT('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\') {
+			PUT('\\');
+			PUT((char)*p);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			PUT('\\'); PUT('u'); PUT('0'); PUT('0');
+			PUT(hex[*p >> 4]); PUT(hex[*p & 15]);
+		} else {
+			PUT((char)*p);
+		}
+	}
+	PUT('"');
+#undef PUT
+	if (size)
+		buf[n < size ? n : size - 1] = 0;
+	return n < size ? n : (size ? size - 1 : 0);
+}
+
+/* Percentage of lock-free operations, in tenths. */
+static unsigned fast_pct10(const uint64_t *e)
+{
+	uint64_t fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_ALLOC_PCS] +
+			e[USLAB_STAT_FREE_PCS];
+	uint64_t all = fast + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_FREE_SLOWPATH];
+	return all ? (unsigned)(fast * 1000 / all) : 0;
+}
+
+static void print_table(void (*write_fn)(void *, const char *), void *arg, unsigned long opts)
+{
+	char line[320], space[32], dist[48], flg[16];
+	struct uslab_cache_info info;
+	write_fn(arg, "Name                   Objects Objsize           Space Slabs/Part/Cpu  O/S O %Fr %Ef Fast% Flg\n");
+	for (unsigned i = 0; nth_info(i, &info); i++) {
+		if (info.alias_of[0])
+			continue;
+		stats_fmt_size(space, sizeof space, info.slab_bytes);
+		fmt_buf(dist, sizeof dist, "%llu/%llu/%llu", (unsigned long long)info.slabs,
+			(unsigned long long)info.partial_slabs, (unsigned long long)info.cpu_slabs);
+		stats_fmt_flags(flg, sizeof flg, info.flags, info.aliases);
+		unsigned fr = info.slabs ? (unsigned)(info.partial_slabs * 100 / info.slabs) : 100;
+		unsigned ef = info.slab_bytes ? (unsigned)(info.active_objects * info.object_size * 100 / info.slab_bytes)
+					      : 100;
+		unsigned f10 = fast_pct10(info.events);
+		fmt_buf(line, sizeof line, "%-21s %8llu %7zu %15s %14s %4u %1u %3u %3u %3u.%u %s\n", info.name,
+			(unsigned long long)info.active_objects, info.object_size, space, dist, info.objects_per_slab,
+			info.order, fr, ef, f10 / 10, f10 % 10, flg);
+		write_fn(arg, line);
+	}
+	for (unsigned i = 0; nth_info(i, &info); i++) {
+		if (!info.alias_of[0])
+			continue;
+		fmt_buf(line, sizeof line, "alias %s -> %s\n", info.name, info.alias_of);
+		write_fn(arg, line);
+	}
+	struct uslab_process_info pi = { .version = USLAB_PROCESS_INFO_VERSION };
+	if (!uslab_process_get_info(&pi)) {
+		char m[32], r[32], u[32];
+		stats_fmt_size(m, sizeof m, pi.mapped_bytes);
+		stats_fmt_size(r, sizeof r, pi.rss_bytes);
+		stats_fmt_size(u, sizeof u, pi.used_bytes);
+		fmt_buf(line, sizeof line, "process: mapped %s in %llu segments, resident %s, in use %s\n", m,
+			(unsigned long long)pi.segments, r, u);
+		write_fn(arg, line);
+	}
+}
+
+static void print_slabinfo(void (*write_fn)(void *, const char *), void *arg)
+{
+	char line[320], name[USLAB_NAME_MAX + 1];
+	struct uslab_cache_info info;
+	/* mm/slab_common.c: print_slabinfo_header() */
+	write_fn(arg, "slabinfo - version: 2.1\n");
+	write_fn(arg, "# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab>"
+		      " : tunables <limit> <batchcount> <sharedfactor>"
+		      " : slabdata <active_slabs> <num_slabs> <sharedavail>\n");
+	/* cache_show(): SLUB reports no tunables and every slab as active. */
+	for (unsigned i = 0; nth_info(i, &info); i++) {
+		if (info.alias_of[0])
+			continue;
+		slabinfo_name(name, info.name);
+		fmt_buf(line, sizeof line, "%-17s %6lu %6lu %6u %4u %4d : tunables %4u %4u %4u : slabdata %6lu %6lu %6lu\n",
+			name, (unsigned long)MIN(info.active_objects, info.total_objects), (unsigned long)info.total_objects,
+			(unsigned)info.slab_object_size, info.objects_per_slab, 1 << info.order, 0U, 0U, 0U,
+			(unsigned long)info.slabs, (unsigned long)info.slabs, 0UL);
+		write_fn(arg, line);
+	}
+}
+
+static void print_json(void (*write_fn)(void *, const char *), void *arg)
+{
+	char line[1024], q[2 * 6 * (USLAB_NAME_MAX + 1)], q2[sizeof q];
+	struct uslab_cache_info info;
+	struct uslab_process_info pi = { .version = USLAB_PROCESS_INFO_VERSION };
+	uslab_process_get_info(&pi);
+	fmt_buf(line, sizeof line,
+		"{\"version\":1,\"process\":{\"segments\":%llu,\"mapped_bytes\":%llu,\"used_bytes\":%llu,"
+		"\"dirty_bytes\":%llu,\"rss_bytes\":%llu,\"free_blocks\":[",
+		(unsigned long long)pi.segments, (unsigned long long)pi.mapped_bytes,
+		(unsigned long long)pi.used_bytes, (unsigned long long)pi.dirty_bytes,
+		(unsigned long long)pi.rss_bytes);
+	write_fn(arg, line);
+	for (unsigned o = 0; o < 10; o++) {
+		fmt_buf(line, sizeof line, "%s%llu", o ? "," : "", (unsigned long long)pi.free_blocks[o]);
+		write_fn(arg, line);
+	}
+	write_fn(arg, "]},\"caches\":[");
+	bool first = true;
+	for (unsigned i = 0; nth_info(i, &info); i++) {
+		if (info.alias_of[0])
+			continue;
+		stats_json_str(q, sizeof q, info.name);
+		fmt_buf(line, sizeof line,
+			"%s{\"name\":%s,\"object_size\":%zu,\"slab_object_size\":%zu,\"align\":%zu,\"order\":%u,"
+			"\"min_order\":%u,\"objects_per_slab\":%u,\"cpu_partial\":%u,\"min_partial\":%u,\"cpu_queue\":%u,"
+			"\"aliases\":%u,\"flags\":%lu,\"ctor\":%s,",
+			first ? "" : ",", q, info.object_size, info.slab_object_size, info.align, info.order,
+			info.min_order, info.objects_per_slab, info.cpu_partial, info.min_partial, info.cpu_queue,
+			info.aliases, info.flags, info.has_ctor ? "true" : "false");
+		write_fn(arg, line);
+		fmt_buf(line, sizeof line,
+			"\"slabs\":%llu,\"partial_slabs\":%llu,\"cpu_slabs\":%llu,\"total_objects\":%llu,"
+			"\"active_objects\":%llu,\"slab_bytes\":%llu,\"events\":{",
+			(unsigned long long)info.slabs, (unsigned long long)info.partial_slabs,
+			(unsigned long long)info.cpu_slabs, (unsigned long long)info.total_objects,
+			(unsigned long long)info.active_objects, (unsigned long long)info.slab_bytes);
+		write_fn(arg, line);
+		for (unsigned k = 0; k < USLAB_NR_STAT_ITEMS; k++) {
+			fmt_buf(line, sizeof line, "%s\"%s\":%llu", k ? "," : "", stat_names[k],
+				(unsigned long long)info.events[k]);
+			write_fn(arg, line);
+		}
+		write_fn(arg, "}}");
+		first = false;
+	}
+	write_fn(arg, "],\"aliases\":[");
+	first = true;
+	for (unsigned i = 0; nth_info(i, &info); i++) {
+		if (!info.alias_of[0])
+			continue;
+		stats_json_str(q, sizeof q, info.name);
+		stats_json_str(q2, sizeof q2, info.alias_of);
+		fmt_buf(line, sizeof line, "%s{\"name\":%s,\"alias_of\":%s,\"object_size\":%zu}", first ? "" : ",", q, q2,
+			info.object_size);
+		write_fn(arg, line);
+		first = false;
+	}
+	write_fn(arg, "]}\n");
 }
 
 void uslab_stats_print(void (*write_fn)(void *arg, const char *text), void *arg, unsigned long opts)
 {
-	char line[256];
-	struct uslab_cache_info info;
-	fmt_buf(line, sizeof line, "%-24s %10s %8s %8s %8s %5s %5s %6s\n", "Name", "Objects", "Objsize",
-		"Slabs", "Partial", "Order", "O/S", "Fast%");
-	write_fn(arg, line);
-	pthread_mutex_lock(&cache_mutex);
-	for (struct uslab_cache *s = cache_list; s; s = s->next) {
-		fill_info_locked(s, &info);
-		const uint64_t *e = info.events;
-		/* lock- and atomic-free paths: CPU free list and CPU queue */
-		uint64_t fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_FREE_FASTPATH] +
-				e[USLAB_STAT_ALLOC_PCS] + e[USLAB_STAT_FREE_PCS];
-		uint64_t all = fast + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_FREE_SLOWPATH];
-		unsigned pct10 = all ? (unsigned)(fast * 1000 / all) : 0;
-		fmt_buf(line, sizeof line, "%-24s %10llu %8zu %8llu %8llu %5u %5u %4u.%u\n", info.name,
-			(unsigned long long)info.active_objects, info.object_size,
-			(unsigned long long)info.slabs, (unsigned long long)info.partial_slabs, info.order,
-			info.objects_per_slab, pct10 / 10, pct10 % 10);
-		write_fn(arg, line);
+	if (!write_fn)
+		return;
+	switch (opts & USLAB_STATS_FORM_MASK) {
+	case USLAB_STATS_JSON:
+		print_json(write_fn, arg);
+		break;
+	case USLAB_STATS_SLABINFO:
+		print_slabinfo(write_fn, arg);
+		break;
+	default:
+		print_table(write_fn, arg, opts);
+		break;
 	}
-	for (struct uslab_cache *s = cache_list; s; s = s->next)
-		for (struct uslab_cache *a = s->aliases; a; a = a->alias_next) {
-			fmt_buf(line, sizeof line, "alias %s -> %s\n", a->name, s->name);
-			write_fn(arg, line);
-		}
-	pthread_mutex_unlock(&cache_mutex);
 }
 
 static void write_fd(void *arg, const char *text)
@@ -145,16 +381,26 @@ static void write_fd(void *arg, const char *text)
 	size_t n = strlen(text);
 	while (n) {
 		ssize_t w = write(fd, text, n);
-		if (w <= 0)
+		if (w <= 0) {
+			if (w < 0 && errno == EINTR)
+				continue;
 			return;
+		}
 		text += w;
 		n -= (size_t)w;
 	}
 }
 
+void uslab_stats_print_fd_opts(int fd, unsigned long opts)
+{
+	int e = errno;
+	uslab_stats_print(write_fd, (void *)(intptr_t)fd, opts);
+	errno = e;
+}
+
 void uslab_stats_print_fd(int fd)
 {
-	uslab_stats_print(write_fd, (void *)(intptr_t)fd, 0);
+	uslab_stats_print_fd_opts(fd, USLAB_STATS_TABLE);
 }
 
 int uslab_process_get_info(struct uslab_process_info *info)

@@ -1,0 +1,150 @@
+/*
+ * The export file: what a process running with USLAB_OPTIONS=export keeps
+ * for uslabinfo. Shared by src/export.c (the writer) and tools/uslabinfo.c
+ * (readers); the layout is versioned by EXPORT_VERSION and checked with the
+ * sizes recorded in the header, so a tool never misreads another build's
+ * file.
+ *
+ * Where: $XDG_RUNTIME_DIR/uslab-PID.stats when that directory is ours and
+ * not writable by others, else /dev/shm/uslab-PID.stats. Mode 0600, owned
+ * by the process's effective user; only that user can read it or post
+ * commands.
+ *
+ * Liveness: the exporting process holds a shared flock() on the file for
+ * as long as it (or its mapping) lives; exit, a crash and exec all drop it.
+ * A file nobody holds a lock on is stale.
+ *
+ * Layout: struct export_header, then `capacity` records (struct
+ * uslab_cache_info of version `info_version`) at `records_offset`. The file
+ * only grows (readers may have it mapped).
+ *
+ * Snapshot: a sequence lock. The process makes `seq` odd, writes the
+ * records and the process summary, and makes it even again; a reader copies
+ * and retries if `seq` was odd or changed.
+ *
+ * Requests: a reader increments `req`; the process notices on its next
+ * allocation slow path (export_poll: one relaxed load of `req`), refreshes
+ * the snapshot, serves a posted command, and sets `ack` to the `req` it
+ * saw.
+ *
+ * Commands (a one-slot mailbox, `cmd`): state EMPTY -> CLAIMED (a reader,
+ * by CAS, recording its pid in `owner`) -> POSTED (fields written) ->
+ * TAKEN (the process, by CAS) -> DONE (result written) -> EMPTY (the
+ * reader). A reader that gives up withdraws a POSTED command by CAS back to
+ * EMPTY; a slot left by a reader that died (owner gone) may be taken over.
+ */
+#ifndef USLAB_EXPORT_H
+#define USLAB_EXPORT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "uslab.h"
+
+#define EXPORT_MAGIC      "USLABEX1"
+#define EXPORT_VERSION    1
+#define EXPORT_PREFIX     "uslab-"
+#define EXPORT_SUFFIX     ".stats"
+#define EXPORT_SHM_DIR    "/dev/shm"
+#define EXPORT_MAX_STATS  64        /* stat name slots in the header */
+#define EXPORT_STAT_NAME  32
+#define EXPORT_MIN_MS     5         /* the process refreshes at most this often */
+#define EXPORT_MAX_RECORDS 65536
+
+enum export_state {
+	EXPORT_RESERVED = 1,   /* created by `uslabinfo run` for a child that has not started exporting */
+	EXPORT_LIVE = 2,       /* the process is running and exporting */
+	EXPORT_FINAL = 3,      /* the process exited normally; the snapshot is its last */
+};
+
+enum export_op {
+	EXPORT_OP_NONE = 0,
+	EXPORT_OP_SET = 1,       /* cache:key = value (uslab_cache_tune_set) */
+	EXPORT_OP_SHRINK = 2,    /* uslab_cache_shrink on cache ("" = all) */
+	EXPORT_OP_VALIDATE = 3,  /* uslab_cache_validate on cache ("" = all) */
+};
+
+enum export_cmd_state {
+	CMD_EMPTY = 0,
+	CMD_CLAIMED = 1,
+	CMD_POSTED = 2,
+	CMD_TAKEN = 3,
+	CMD_DONE = 4,
+};
+
+struct export_cmd {
+	_Atomic uint32_t state;          /* enum export_cmd_state */
+	_Atomic int32_t owner;           /* pid of the reader that claimed the slot */
+	uint32_t op;                     /* enum export_op */
+	uint32_t pad;
+	char cache[USLAB_NAME_MAX + 1];  /* cache name; "" = every cache (shrink, validate) */
+	char key[16];                    /* SET: cpu_partial, min_partial, order, cpu_queue */
+	uint64_t value;                  /* SET: the new value */
+	/* written by the process before state = DONE */
+	int64_t result;                  /* SET: previous value; SHRINK: caches left with slabs; VALIDATE: problems */
+	uint32_t caches;                 /* caches the command applied to */
+	int32_t err;                     /* 0, or ENOENT (no such cache), EINVAL (bad key or value),
+					  * EPERM (the file is no longer owner-only), ESRCH (exiting) */
+	char msg[128];                   /* one line for the user when err != 0 */
+};
+
+struct export_header {
+	char magic[8];                   /* EXPORT_MAGIC */
+	uint32_t version;                /* EXPORT_VERSION */
+	uint32_t header_size;            /* sizeof(struct export_header) */
+	uint32_t records_offset;         /* where records start */
+	uint32_t record_size;            /* sizeof(struct uslab_cache_info) */
+	uint32_t info_version;           /* USLAB_CACHE_INFO_VERSION of the records */
+	uint32_t proc_size;              /* sizeof(struct uslab_process_info) */
+	uint32_t nr_stat_items;          /* names used in stat_names */
+	_Atomic uint32_t state;          /* enum export_state */
+	int32_t pid;                     /* the exporting process */
+	uint32_t uid;                    /* its effective uid */
+	uint64_t starttime;              /* field 22 of /proc/PID/stat: tells a reused pid apart */
+	char comm[32];                   /* /proc/PID/comm at start */
+	char stat_names[EXPORT_MAX_STATS][EXPORT_STAT_NAME]; /* event names, in record order */
+
+	/* written by readers; the process's slow path loads `req` */
+	_Alignas(64) _Atomic uint64_t req; /* incremented by a reader that wants a fresh snapshot */
+	_Alignas(64) _Atomic uint64_t ack; /* the last req the process served */
+	struct export_cmd cmd;
+
+	/* the snapshot, under seq */
+	_Alignas(64) _Atomic uint64_t seq; /* odd while the process writes the snapshot */
+	uint64_t snap_ns;                /* CLOCK_MONOTONIC time of the snapshot */
+	uint64_t snaps;                  /* snapshots taken */
+	uint32_t nr_records;             /* records in the snapshot */
+	uint32_t capacity;               /* records the file has room for */
+	uint32_t dropped;                /* caches left out (no room) */
+	uint32_t pad;
+	struct uslab_process_info proc;  /* uslab_process_get_info() */
+};
+
+
+/* Field 22 (starttime) of a /proc/PID/stat line; 0 if it cannot be parsed.
+ * The command name (field 2) may hold spaces and parentheses: fields are
+ * counted from the last ')'. */
+static inline uint64_t export_parse_starttime(const char *buf)
+{
+	const char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	p++;
+	for (int field = 3; field < 22; field++) {
+		while (*p == ' ')
+			p++;
+		while (*p && *p != ' ')
+			p++;
+		if (!*p)
+			return 0;
+	}
+	while (*p == ' ')
+		p++;
+	uint64_t v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	return v;
+}
+
+#endif

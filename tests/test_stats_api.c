@@ -1,0 +1,173 @@
+/*
+ * Statistics API (issue 6), in process, and the live child that
+ * test_uslabinfo.sh drives.
+ *
+ *   test_stats_api               unit checks (CTest: test_stats_api)
+ *   test_stats_api print FORM    print uslab_stats_print(FORM) of a known
+ *                                heap to stdout (table|json|slabinfo)
+ *   test_stats_api child         the live child: known caches, then a loop
+ *                                that takes allocation slow paths every few
+ *                                ms, until SIGTERM or stdin closes (bounded:
+ *                                120 s); exits normally (final snapshot)
+ *
+ * Known heap: obs_a (200 B, no merge) with 1000 live objects; obs_b (64 B,
+ * no merge) with 300 allocated and 100 freed: 200 live; obs_m1 and obs_m2
+ * (96 B, mergeable): obs_m2 is an alias of obs_m1 (unless slab_nomerge),
+ * 10 live objects each.
+ */
+#include "check.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uslab.h"
+
+static struct uslab_cache *a, *b, *m1, *m2, *tick;
+
+static void build_heap(void)
+{
+	a = uslab_cache_create("obs_a", 200, 0, USLAB_NO_MERGE, NULL);
+	b = uslab_cache_create("obs_b", 64, 0, USLAB_NO_MERGE, NULL);
+	m1 = uslab_cache_create("obs_m1", 96, 0, 0, NULL);
+	m2 = uslab_cache_create("obs_m2", 96, 0, 0, NULL);
+	tick = uslab_cache_create("obs_tick", 512, 0, USLAB_NO_MERGE, NULL);
+	CHECK(a && b && m1 && m2 && tick);
+	static void *pa[1000], *pb[300], *pm[20];
+	for (int i = 0; i < 1000; i++)
+		CHECK((pa[i] = uslab_cache_alloc(a)) != NULL);
+	for (int i = 0; i < 300; i++)
+		CHECK((pb[i] = uslab_cache_alloc(b)) != NULL);
+	for (int i = 0; i < 100; i++)
+		uslab_cache_free(b, pb[i]);
+	for (int i = 0; i < 10; i++) {
+		CHECK((pm[i] = uslab_cache_alloc(m1)) != NULL);
+		CHECK((pm[10 + i] = uslab_cache_alloc(m2)) != NULL);
+	}
+}
+
+static char out[1 << 20];
+static size_t outlen;
+static void to_buf(void *arg, const char *text)
+{
+	size_t n = strlen(text);
+	(void)arg;
+	if (outlen + n < sizeof out) {
+		memcpy(out + outlen, text, n);
+		outlen += n;
+		out[outlen] = 0;
+	}
+}
+
+static void to_stdout(void *arg, const char *text)
+{
+	(void)arg;
+	fputs(text, stdout);
+}
+
+static void unit(void)
+{
+	build_heap();
+	/* version 2 snapshot */
+	struct uslab_cache_info info = { .version = USLAB_CACHE_INFO_VERSION };
+	CHECK(uslab_cache_get_info(a, &info) == 0);
+	CHECK(info.active_objects == 1000);
+	CHECK(info.object_size == 200);
+	CHECK(info.slabs >= 1 && info.total_objects >= 1000);
+	CHECK(info.cpu_slabs == 1);   /* this thread holds one CPU slab of obs_a */
+	CHECK(info.flags & USLAB_NO_MERGE);
+	CHECK(uslab_cache_get_info(b, &info) == 0 && info.active_objects == 200);
+	/* version 1 callers: nothing written past events[] */
+	unsigned char raw[sizeof(struct uslab_cache_info) + 16];
+	memset(raw, 0xab, sizeof raw);
+	struct uslab_cache_info *v1 = (struct uslab_cache_info *)raw;
+	v1->version = 1;
+	CHECK(uslab_cache_get_info(a, v1) == 0);
+	CHECK(v1->version == 1 && v1->active_objects == 1000);
+	size_t end1 = offsetof(struct uslab_cache_info, cpu_slabs);
+	for (size_t i = end1; i < sizeof raw; i++)
+		CHECK(raw[i] == 0xab);
+	info.version = 3;
+	errno = 0;
+	CHECK(uslab_cache_get_info(a, &info) == -1 && errno == EINVAL);
+	/* the merged pair */
+	info.version = USLAB_CACHE_INFO_VERSION;
+	CHECK(uslab_cache_get_info(m2, &info) == 0);
+	if (info.alias_of[0])
+		CHECK(!strcmp(info.alias_of, "obs_m1") && info.active_objects == 20);
+	/* process summary */
+	struct uslab_process_info pi = { .version = USLAB_PROCESS_INFO_VERSION };
+	CHECK(uslab_process_get_info(&pi) == 0 && pi.mapped_bytes >= pi.used_bytes && pi.used_bytes > 0);
+
+	/* table */
+	outlen = 0;
+	uslab_stats_print(to_buf, NULL, USLAB_STATS_TABLE);
+	CHECK(strstr(out, "Name                   Objects Objsize           Space Slabs/Part/Cpu  O/S O %Fr %Ef") == out);
+	CHECK(strstr(out, "\nobs_a                     1000     200 "));
+	CHECK(strstr(out, "process: mapped "));
+	/* slabinfo 2.1 */
+	outlen = 0;
+	uslab_stats_print(to_buf, NULL, USLAB_STATS_SLABINFO);
+	CHECK(!strncmp(out, "slabinfo - version: 2.1\n# name            <active_objs> <num_objs> <objsize> "
+			    "<objperslab> <pagesperslab> : tunables <limit> <batchcount> <sharedfactor> : slabdata "
+			    "<active_slabs> <num_slabs> <sharedavail>\n", 200));
+	CHECK(strstr(out, "\nobs_a               1000 "));
+	/* JSON: shape only here (test_uslabinfo.sh parses it with python3) */
+	outlen = 0;
+	uslab_stats_print(to_buf, NULL, USLAB_STATS_JSON);
+	CHECK(out[0] == '{' && out[outlen - 2] == '}' && out[outlen - 1] == '\n');
+	CHECK(strstr(out, "\"name\":\"obs_a\""));
+	CHECK(strstr(out, "\"ALLOC_FASTPATH\":"));
+	/* not exporting: no path, refresh says ENOENT */
+	CHECK(uslab_export_path() == NULL || getenv("USLAB_OPTIONS"));
+}
+
+static volatile sig_atomic_t stop;
+static void on_term(int sig) { (void)sig; stop = 1; }
+
+static void child(void)
+{
+	signal(SIGTERM, on_term);
+	build_heap();
+	const char *path = uslab_export_path();
+	printf("READY %d %s\n", (int)getpid(), path ? path : "-");
+	fflush(stdout);
+	static void *p[64];
+	struct pollfd pfd = { .fd = 0, .events = POLLIN };
+	for (int round = 0; !stop && round < 120 * 200; round++) {
+		/* 64 objects of 512 B: more than a slab's worth, so slow paths */
+		for (int i = 0; i < 64; i++)
+			p[i] = uslab_cache_alloc(tick);
+		for (int i = 0; i < 64; i++)
+			uslab_cache_free(tick, p[i]);
+		if (poll(&pfd, 1, 5) > 0) {
+			char buf[64];
+			if (read(0, buf, sizeof buf) <= 0)
+				break;   /* stdin closed: the driver is done */
+		}
+	}
+	exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "child")) {
+		child();
+		return 0;
+	}
+	if (argc > 2 && !strcmp(argv[1], "print")) {
+		build_heap();
+		unsigned long form = !strcmp(argv[2], "json") ? USLAB_STATS_JSON
+				     : !strcmp(argv[2], "slabinfo") ? USLAB_STATS_SLABINFO : USLAB_STATS_TABLE;
+		uslab_stats_print(to_stdout, NULL, form);
+		return 0;
+	}
+	check_init("test_stats_api");
+	RUN(unit);
+	return 0;
+}

@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# uslabinfo against a live child (issue 6).
+#
+#   test_uslabinfo.sh USLABINFO TEST_STATS_API
+#
+# The child (test_stats_api child, USLAB_OPTIONS=export) holds a known heap
+# and takes allocation slow paths every few ms. Checks: the numbers uslabinfo
+# prints agree with what the child allocated (text and JSON); JSON parses;
+# the 2.1 text (library and tool) parses with the kernel's column rules;
+# --set changes cpu_partial in the child; -v validates in the child; -s
+# shrinks; bad input (no such pid, a pid that exports nothing, a stale file,
+# a malformed --set, a file of another user) gives one line and a non-zero
+# exit, quickly; `run --` reports a program after it exits; show_stats
+# prints at exit; a reader of another user (nobody, when we are root) is
+# refused. Every wait is bounded.
+set -u
+TOOL=$1
+API=$2
+fail() { echo "FAIL: $*" >&2; cleanup; exit 1; }
+pass() { echo "  ok: $*"; }
+T0=$(date +%s.%N)
+WORK=$(mktemp -d)
+CHILD=
+cleanup() {
+	if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then
+		exec 3>&- 2>/dev/null
+		kill -TERM "$CHILD" 2>/dev/null
+		wait "$CHILD" 2>/dev/null
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+command -v python3 >/dev/null || { echo "SKIP: python3 needed"; exit 0; }
+
+# ---- the library's printers, in process ----
+"$API" print json >"$WORK/lib.json" || fail "print json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c={x["name"]:x for x in d["caches"]}; assert c["obs_a"]["active_objects"]==1000, c["obs_a"]; assert c["obs_b"]["active_objects"]==200' "$WORK/lib.json" \
+	|| fail "library JSON does not parse or disagrees"
+pass "library JSON parses, numbers agree"
+
+# The kernel's column rules for /proc/slabinfo 2.1 (as slabtop and
+# procps read it): line 1 the version, line 2 the '#' header, then
+# whitespace-separated rows of 16 fields: name, 5 numbers, ':', 'tunables',
+# 3 numbers, ':', 'slabdata', 3 numbers.
+cat >"$WORK/parse21.py" <<'EOF'
+import sys
+want = {"obs_a": 1000, "obs_b": 200}
+lines = open(sys.argv[1]).read().split("\n")
+assert lines[0] == "slabinfo - version: 2.1", lines[0]
+assert lines[1] == ("# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab>"
+                    " : tunables <limit> <batchcount> <sharedfactor>"
+                    " : slabdata <active_slabs> <num_slabs> <sharedavail>"), lines[1]
+seen = {}
+for l in lines[2:]:
+    if not l:
+        continue
+    f = l.split()
+    assert len(f) == 16, l
+    assert f[6] == ":" and f[7] == "tunables" and f[11] == ":" and f[12] == "slabdata", l
+    nums = [int(x) for x in f[1:6] + f[8:11] + f[13:16]]
+    active, num, objsize, perslab, pages = nums[:5]
+    assert active <= num and objsize > 0 and perslab > 0 and pages >= 1, l
+    assert nums[5:8] == [0, 0, 0] and nums[8] == nums[9] and nums[10] == 0, l
+    # the row format of cache_show(): "%-17s %6lu %6lu %6u %4u %4d"
+    head = "%-17s %6d %6d %6d %4d %4d" % (f[0], active, num, objsize, perslab, pages)
+    assert l.startswith(head + " : tunables "), (l, head)
+    seen[f[0]] = active
+for k, v in want.items():
+    assert seen.get(k) == v, (k, seen.get(k))
+EOF
+"$API" print slabinfo >"$WORK/lib.slabinfo" || fail "print slabinfo"
+python3 "$WORK/parse21.py" "$WORK/lib.slabinfo" || fail "library slabinfo 2.1 does not parse"
+pass "library /proc/slabinfo 2.1 parses with the kernel's rules"
+
+# ---- the live child ----
+mkfifo "$WORK/in"
+USLAB_OPTIONS=export "$API" child <"$WORK/in" >"$WORK/child.out" 2>"$WORK/child.err" &
+CHILD=$!
+exec 3>"$WORK/in"
+for i in $(seq 100); do grep -q READY "$WORK/child.out" 2>/dev/null && break; sleep 0.05; done
+grep -q READY "$WORK/child.out" || fail "child did not start: $(cat "$WORK/child.err")"
+read -r _ PID FILE <"$WORK/child.out"
+[ "$PID" = "$CHILD" ] || fail "child pid $PID != $CHILD"
+[ "$FILE" != "-" ] && [ -f "$FILE" ] || fail "child exports no file ($FILE)"
+MODE=$(stat -c %a "$FILE")
+[ "$MODE" = 600 ] || fail "export file mode $MODE, want 600"
+pass "child $PID exports $FILE (mode 600)"
+
+# listing
+"$TOOL" | grep -E "^ *$PID .* running " >/dev/null || fail "listing does not show $PID as running"
+pass "listing shows the child"
+
+# default table: Objects column
+"$TOOL" -p "$PID" >"$WORK/table" 2>"$WORK/table.err" || fail "table: $(cat "$WORK/table.err")"
+head -2 "$WORK/table" | grep -q "^Name                   Objects Objsize           Space Slabs/Part/Cpu  O/S O %Fr %Ef Flg$" \
+	|| fail "table header: $(head -2 "$WORK/table")"
+awk '$1=="obs_a" && $2==1000 && $3==200 {a=1} $1=="obs_b" && $2==200 && $3==64 {b=1} END {exit !(a && b)}' "$WORK/table" \
+	|| fail "table numbers disagree: $(cat "$WORK/table")"
+pass "table agrees with the child's heap"
+
+# -A activity
+"$TOOL" -A -p "$PID" >"$WORK/act" || fail "-A"
+grep -q "^Name                   Objects      Alloc       Free   %Fast" "$WORK/act" || fail "-A header"
+awk '$1=="obs_a" && $2==1000 && $3==1000 && $4==0 {a=1} $1=="obs_b" && $3==300 && $4==100 {b=1} END {exit !(a && b)}' "$WORK/act" \
+	|| fail "-A numbers: $(cat "$WORK/act")"
+# most active first: alloc + free never increases down the list
+awk 'NR>2 { t=$3+$4; if (NR>3 && t>last) bad=1; last=t } END {exit bad}' "$WORK/act" || fail "-A order: $(cat "$WORK/act")"
+pass "-A agrees (alloc 1000/300, free 0/100), most active first"
+
+# JSON
+"$TOOL" -p "$PID" --json >"$WORK/t.json" || fail "--json"
+python3 - "$WORK/t.json" "$PID" <<'EOF' || fail "tool JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["pid"] == int(sys.argv[2]) and d["state"] == "running" and d["fresh"], d
+c = {x["name"]: x for x in d["caches"]}
+assert c["obs_a"]["active_objects"] == 1000 and c["obs_a"]["allocs"] == 1000 and c["obs_a"]["frees"] == 0
+assert c["obs_b"]["active_objects"] == 200 and c["obs_b"]["allocs"] == 300 and c["obs_b"]["frees"] == 100
+assert c["obs_a"]["events"]["ALLOC_SLOWPATH"] >= 1
+al = {x["name"]: x for x in d["aliases"]}
+if "obs_m2" in al:
+    assert al["obs_m2"]["alias_of"] == "obs_m1" and c["obs_m1"]["active_objects"] == 20
+assert d["process"]["mapped_bytes"] > 0
+EOF
+pass "JSON parses and agrees"
+
+# 2.1 from the tool
+"$TOOL" -l -p "$PID" >"$WORK/tool.slabinfo" || fail "-l"
+python3 "$WORK/parse21.py" "$WORK/tool.slabinfo" || fail "tool slabinfo 2.1"
+pass "uslabinfo -l parses with the kernel's rules"
+
+# -a, -r, -S, -T
+"$TOOL" -a -p "$PID" >"$WORK/al" || fail "-a"
+if grep -q obs_m2 "$WORK/lib.json" && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["aliases"] else 1)' "$WORK/lib.json"; then
+	grep -q "^obs_m1 .*<- obs_m2" "$WORK/al" || fail "-a: $(cat "$WORK/al")"
+fi
+"$TOOL" -r -p "$PID" '^obs_a$' >"$WORK/rep" || fail "-r"
+grep -q "^Slabcache: obs_a " "$WORK/rep" && grep -q "ALLOC_SLOWPATH" "$WORK/rep" || fail "-r: $(cat "$WORK/rep")"
+"$TOOL" -S -p "$PID" >/dev/null && "$TOOL" -T -p "$PID" | grep -q "^Slabcache Totals" || fail "-S/-T"
+pass "-a, -r, -S, -T"
+
+# --set cpu_partial, seen in the child
+"$TOOL" -p "$PID" --set obs_a:cpu_partial=7 >"$WORK/set" 2>&1 || fail "--set: $(cat "$WORK/set")"
+grep -q "obs_a: cpu_partial .* -> 7" "$WORK/set" || fail "--set output: $(cat "$WORK/set")"
+"$TOOL" -p "$PID" --json | python3 -c 'import json,sys; c={x["name"]:x for x in json.load(sys.stdin)["caches"]}; assert c["obs_a"]["cpu_partial"]==7, c["obs_a"]["cpu_partial"]' \
+	|| fail "cpu_partial not 7 in the child"
+pass "--set obs_a:cpu_partial=7 applied by the child"
+"$TOOL" -p "$PID" --set obs_a:cpu_partial=99999999 >"$WORK/set2" 2>&1 && fail "out of range --set succeeded"
+grep -q "out of range" "$WORK/set2" || fail "out of range message: $(cat "$WORK/set2")"
+"$TOOL" -p "$PID" --set no_such_cache:cpu_partial=1 >"$WORK/set3" 2>&1 && fail "--set of a missing cache succeeded"
+grep -q "no cache named 'no_such_cache'" "$WORK/set3" || fail "missing cache message: $(cat "$WORK/set3")"
+pass "--set out of range / unknown cache: refused by the child, non-zero"
+
+# -v validation in the child, -s shrink
+"$TOOL" -v -p "$PID" >"$WORK/val" 2>&1 || fail "-v: $(cat "$WORK/val")"
+grep -Eq "validated [0-9]+ caches: 0 problems" "$WORK/val" || fail "-v output: $(cat "$WORK/val")"
+"$TOOL" -v -p "$PID" '^obs_b$' | grep -q "validated 1 cache: 0 problems" || fail "-v NAME"
+"$TOOL" -s -p "$PID" >"$WORK/shr" 2>&1 || fail "-s: $(cat "$WORK/shr")"
+grep -q "shrank" "$WORK/shr" || fail "-s output"
+pass "-v validates in the child (0 problems), -s shrinks"
+
+# --watch: one bounded round through timeout(1)
+timeout 5 "$TOOL" -p "$PID" --watch 0.2 >"$WORK/watch" 2>&1
+[ $? -eq 124 ] || fail "--watch did not keep running"
+grep -q obs_a "$WORK/watch" || fail "--watch output"
+pass "--watch refreshes"
+
+# ---- bad input: one line, non-zero, quick ----
+bad() {  # bad NAME EXPECTED-REGEX CMD...
+	local name=$1 re=$2
+	shift 2
+	local t0 t1 rc
+	t0=$(date +%s)
+	timeout 10 "$@" >"$WORK/bad.out" 2>"$WORK/bad.err"
+	rc=$?
+	t1=$(date +%s)
+	[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$name: exit $rc"
+	[ "$(wc -l <"$WORK/bad.err")" -eq 1 ] || fail "$name: not one line: $(cat "$WORK/bad.err")"
+	grep -Eq "$re" "$WORK/bad.err" || fail "$name: message: $(cat "$WORK/bad.err")"
+	[ $((t1 - t0)) -le 5 ] || fail "$name: took $((t1 - t0)) s"
+}
+bad "no such pid" "no process with pid" "$TOOL" -p 999999999
+sleep 30 & QUIET=$!
+bad "pid without export" "exports no statistics" "$TOOL" -p $QUIET
+bad "malformed --set" "expected NAME:KEY=VALUE" "$TOOL" -p "$PID" --set obs_a-cpu_partial
+bad "malformed --set value" "VALUE must be a decimal" "$TOOL" -p "$PID" --set obs_a:cpu_partial=x1
+bad "unknown --set key" "KEY must be" "$TOOL" -p "$PID" --set obs_a:colour=1
+bad "bad pid" "expected a process id" "$TOOL" -p 12abc
+# a stale file: a file for a live pid that no exporter holds
+STALE=/dev/shm/uslab-$QUIET.stats
+[ -n "${XDG_RUNTIME_DIR:-}" ] && [ -d "${XDG_RUNTIME_DIR}" ] && [ -O "${XDG_RUNTIME_DIR}" ] && STALE=$XDG_RUNTIME_DIR/uslab-$QUIET.stats
+head -c 8192 "$FILE" >"$STALE" && chmod 600 "$STALE"
+python3 - "$STALE" "$QUIET" <<'EOF'
+import struct, sys
+p, pid = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, "rb").read())
+# pid is the int32 after magic(8) + 7 uint32 + state(4)
+struct.pack_into("<i", b, 8 + 7 * 4 + 4, pid)
+open(p, "wb").write(b)
+EOF
+bad "stale file" "stale export file" "$TOOL" -p $QUIET
+[ ! -e "$STALE" ] || fail "stale file not removed"
+# a file with group/other permissions
+head -c 8192 "$FILE" >"$STALE" && chmod 644 "$STALE"
+bad "loose permissions" "other users" "$TOOL" -p $QUIET
+rm -f "$STALE"
+kill $QUIET 2>/dev/null; wait $QUIET 2>/dev/null
+pass "bad input: one line, non-zero exit, bounded"
+
+# ---- another user ----
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+	NOBODY=$(id -u nobody 2>/dev/null || echo 65534)
+	cp "$TOOL" "$WORK/uslabinfo" && chmod 755 "$WORK" "$WORK/uslabinfo"
+	timeout 10 setpriv --reuid="$NOBODY" --regid="$NOBODY" --clear-groups "$WORK/uslabinfo" -p "$PID" >"$WORK/nobody.out" 2>"$WORK/nobody.err"
+	rc=$?
+	[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "nobody: exit $rc: $(cat "$WORK/nobody.out")"
+	grep -q "belongs to another user" "$WORK/nobody.err" || fail "nobody: $(cat "$WORK/nobody.err")"
+	timeout 10 setpriv --reuid="$NOBODY" --regid="$NOBODY" --clear-groups "$WORK/uslabinfo" -p "$PID" --set obs_a:cpu_partial=1 \
+		>/dev/null 2>&1 && fail "nobody could --set"
+	# and nobody cannot open the file itself
+	timeout 10 setpriv --reuid="$NOBODY" --regid="$NOBODY" --clear-groups cat "$FILE" >/dev/null 2>&1 && fail "nobody can read $FILE"
+	pass "a reader of another user (nobody) is refused"
+else
+	echo "  SKIP: another-user check needs root and setpriv (uid $(id -u))"
+fi
+
+# ---- normal exit: the file goes away; show_stats ----
+exec 3>&-
+for i in $(seq 100); do kill -0 "$CHILD" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$CHILD" 2>/dev/null && fail "child did not exit when stdin closed"
+wait "$CHILD"; rc=$?
+[ $rc -eq 0 ] || fail "child exit $rc: $(cat "$WORK/child.err")"
+CHILD=
+[ ! -e "$FILE" ] || fail "export file left after exit"
+bad "exited pid" "no process with pid" "$TOOL" -p "$PID"
+pass "export file removed at exit"
+
+USLAB_OPTIONS=show_stats "$API" print table >/dev/null 2>"$WORK/show" || fail "show_stats run"
+grep -q "^Name .*Objects" "$WORK/show" && grep -q "^obs_a " "$WORK/show" || fail "show_stats: $(cat "$WORK/show")"
+pass "show_stats prints the table at exit"
+
+# ---- run -- CMD ----
+timeout 60 "$TOOL" run --json -- "$API" print table >"$WORK/run.out" 2>"$WORK/run.err" || fail "run: $(cat "$WORK/run.err")"
+python3 - "$WORK/run.out" <<'EOF' || fail "run report: $(cat "$WORK/run.out")"
+import json, sys
+text = open(sys.argv[1]).read()
+d = json.loads(text[text.index('{"pid"'):])
+assert d["state"] == "exited", d["state"]
+c = {x["name"]: x for x in d["caches"]}
+assert c["obs_a"]["active_objects"] == 1000 and c["obs_b"]["active_objects"] == 200
+EOF
+timeout 60 "$TOOL" run -A -- "$API" print table >"$WORK/run2.out" 2>&1 || fail "run -A"
+grep -q "^obs_a  *1000  *1000 " "$WORK/run2.out" || fail "run -A: $(cat "$WORK/run2.out")"
+timeout 20 "$TOOL" run -- sh -c 'exit 3' >"$WORK/run3.out" 2>&1; rc=$?
+[ $rc -eq 3 ] || fail "run: exit status $rc, want 3"
+grep -q "exported no statistics" "$WORK/run3.out" || fail "run non-uslab: $(cat "$WORK/run3.out")"
+timeout 20 "$TOOL" run -- /nonexistent/cmd >"$WORK/run4.out" 2>&1; rc=$?
+[ $rc -eq 127 ] && grep -q "cannot run" "$WORK/run4.out" || fail "run missing cmd: $rc $(cat "$WORK/run4.out")"
+pass "run -- CMD: final report after exit (JSON, -A), exit status passed on"
+
+echo "PASS test_uslabinfo ($(python3 -c "import time; print('%.2f' % (time.time() - $T0))") s)"

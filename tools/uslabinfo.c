@@ -1,0 +1,1263 @@
+/*
+ * uslabinfo: the kernel's slabinfo tool (tools/mm/slabinfo.c) for processes
+ * that use uslab and run with USLAB_OPTIONS=export.
+ *
+ *   uslabinfo [options] [-p PID] [NAME-REGEX]
+ *   uslabinfo run [options] -- CMD [ARGS...]
+ *
+ * Without -p: the exporting processes of this user. With -p: that process's
+ * caches, as slabinfo shows the kernel's. `run` starts CMD with export on,
+ * refreshes its snapshot while it runs, and prints the report when it exits
+ * (from the file's final snapshot, which uslabinfo holds open, so the file
+ * being removed at exit does not matter). The exit status is CMD's.
+ *
+ * Reading and controlling are owner-only: the export file is mode 0600 and
+ * owned by the process's user; uslabinfo refuses a process or a file of
+ * another user, a file with group/other permissions, and a stale file (the
+ * exporter is gone: nobody holds its lock, or the pid was reused). Every
+ * wait for the process is bounded (--timeout).
+ *
+ * Exit status: 0 done; 1 the process or its file cannot be used, a command
+ * failed or validation found problems; 2 bad usage. `run`: CMD's status.
+ */
+#define _GNU_SOURCE 1
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uslab.h"
+#include "export.h"
+
+/* ---- options ------------------------------------------------------------ */
+
+static struct {
+	int pid;
+	bool activity, display_active, sort_size, aliases, report, validate, shrink, zero, bytes, inverted;
+	bool totals, slabinfo, json;
+	long lines;
+	double watch;
+	double timeout;
+	const char *set;
+	regex_t re;
+	bool have_re;
+} o = { .timeout = 2.0, .lines = -1 };
+
+static const char *prog = "uslabinfo";
+
+static void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void die(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(code);
+}
+
+static void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warnx(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: uslabinfo [options] [-p PID] [NAME-REGEX]\n"
+		"       uslabinfo run [options] -- CMD [ARGS...]\n"
+		"\n"
+		"Shows the uslab caches of a running process (started with USLAB_OPTIONS=export),\n"
+		"as the kernel's slabinfo shows /sys/kernel/slab. Without -p: this user's\n"
+		"exporting processes.\n"
+		"\n"
+		"  -p, --pid PID          the process\n"
+		"  -A, --activity         activity view (Alloc, Free, %%Fast), most active first\n"
+		"  -D, --display-active   activity view, in the chosen order\n"
+		"  -S, --Size             sort by size (memory held)\n"
+		"  -i, --inverted         reverse the order\n"
+		"  -N, --lines K          only the first K caches\n"
+		"  -z, --zero             include caches without objects\n"
+		"  -B, --Bytes            sizes in bytes\n"
+		"  -a, --aliases          show the aliases of merged caches\n"
+		"  -r, --report           full report of each matching cache\n"
+		"  -T, --Totals           summary of the process\n"
+		"  -l, --slabinfo         /proc/slabinfo version 2.1 format\n"
+		"  -v, --validate         validate matching caches (in the process; problems go to its stderr)\n"
+		"  -s, --shrink           shrink matching caches (in the process)\n"
+		"      --set NAME:KEY=N   set a tunable (cpu_partial, min_partial, order, cpu_queue)\n"
+		"      --json             JSON instead of text (every mode)\n"
+		"      --watch SECONDS    refresh every SECONDS, like slabtop, until the process exits\n"
+		"      --timeout SECONDS  how long to wait for the process to answer (default 2)\n"
+		"  -h, --help             this text\n"
+		"\n"
+		"The process answers on its next allocation slow path; a process that does not\n"
+		"allocate shows its last snapshot (its age is printed). Commands it does not\n"
+		"take within --timeout are withdrawn.\n");
+}
+
+/* ---- time ------------------------------------------------------------------ */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+static bool read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return false;
+	buf[n] = 0;
+	return true;
+}
+
+static uint64_t proc_starttime(int pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	return read_file(path, buf, sizeof buf) ? export_parse_starttime(buf) : 0;
+}
+
+static void proc_comm(int pid, char *out, size_t size)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/comm", pid);
+	if (!read_file(path, out, size))
+		snprintf(out, size, "?");
+	out[strcspn(out, "\n")] = 0;
+}
+
+/* Directories where a process of ours may have put its file, best first. */
+static int export_dirs(int pid, char dirs[3][PATH_MAX])
+{
+	int n = 0;
+	struct stat st;
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	if (x && x[0] == '/' && !stat(x, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022))
+		snprintf(dirs[n++], PATH_MAX, "%s", x);
+	if (pid > 0) {
+		/* the process's own XDG_RUNTIME_DIR, if it differs */
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/environ", pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			static char env[65536];
+			ssize_t len = read(fd, env, sizeof env - 1);
+			close(fd);
+			for (ssize_t i = 0; len > 0 && i < len; i += (ssize_t)strlen(env + i) + 1) {
+				env[len] = 0;
+				if (!strncmp(env + i, "XDG_RUNTIME_DIR=", 16) && env[i + 16] == '/' &&
+				    (!n || strcmp(dirs[0], env + i + 16))) {
+					snprintf(dirs[n++], PATH_MAX, "%s", env + i + 16);
+					break;
+				}
+			}
+		}
+	}
+	snprintf(dirs[n++], PATH_MAX, "%s", EXPORT_SHM_DIR);
+	return n;
+}
+
+/* The directory a process started by us will export to (as export.c). */
+static const char *child_export_dir(void)
+{
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	if (x && x[0] == '/' && strlen(x) < 180 && !stat(x, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	    !(st.st_mode & 022))
+		return x;
+	return EXPORT_SHM_DIR;
+}
+
+/* ---- an opened export file ------------------------------------------------- */
+
+struct target {
+	int pid;
+	int fd;
+	char path[PATH_MAX];
+	struct export_header *hdr;  /* the whole file, mapped */
+	size_t map_size;
+	/* the last snapshot copied */
+	struct export_header h;
+	struct uslab_cache_info *rec;
+	uint32_t n;
+};
+
+static bool map_file(struct target *t)
+{
+	struct stat st;
+	if (fstat(t->fd, &st))
+		return false;
+	size_t size = (size_t)st.st_size;
+	if (t->hdr && size == t->map_size)
+		return true;
+	if (size < sizeof(struct export_header))
+		return false;
+	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
+	if (m == MAP_FAILED)
+		return false;
+	if (t->hdr)
+		munmap(t->hdr, t->map_size);
+	t->hdr = m;
+	t->map_size = size;
+	return true;
+}
+
+/* Is the layout one this tool understands? */
+static const char *check_layout(const struct export_header *h)
+{
+	if (memcmp(h->magic, EXPORT_MAGIC, sizeof h->magic))
+		return "not a uslab export file (or one being created)";
+	if (h->version != EXPORT_VERSION || h->header_size != sizeof(struct export_header) ||
+	    h->record_size != sizeof(struct uslab_cache_info) || h->info_version != USLAB_CACHE_INFO_VERSION ||
+	    h->proc_size != sizeof(struct uslab_process_info) || h->nr_stat_items > EXPORT_MAX_STATS)
+		return "written by another version of uslab (layout differs from this uslabinfo)";
+	return NULL;
+}
+
+/* Does a process hold the file's lock (is the exporter alive)? */
+static bool exporter_alive(int fd)
+{
+	if (!flock(fd, LOCK_EX | LOCK_NB)) {
+		flock(fd, LOCK_UN);
+		return false;
+	}
+	return errno == EWOULDBLOCK;
+}
+
+/* Copy a consistent snapshot (sequence lock, bounded retries). */
+static bool take_snapshot(struct target *t)
+{
+	for (int tries = 0; tries < 2000; tries++) {
+		if (!map_file(t))
+			return false;
+		struct export_header *h = t->hdr;
+		uint64_t s1 = atomic_load_explicit(&h->seq, memory_order_acquire);
+		if (s1 & 1) {
+			sleep_ms(1);
+			continue;
+		}
+		uint32_t n = h->nr_records;
+		size_t off = h->records_offset;
+		if (n > EXPORT_MAX_RECORDS || off < sizeof *h)
+			return false;
+		if (off + (size_t)n * sizeof(struct uslab_cache_info) > t->map_size) {
+			t->map_size = 0;   /* the file grew: map it again */
+			sleep_ms(1);
+			continue;
+		}
+		struct uslab_cache_info *r = realloc(t->rec, (n ? n : 1) * sizeof *r);
+		if (!r)
+			die(1, "out of memory");
+		t->rec = r;
+		memcpy(&t->h, h, sizeof t->h);
+		memcpy(r, (char *)h + off, (size_t)n * sizeof *r);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&h->seq, memory_order_relaxed) == s1) {
+			t->n = n;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Ask for a fresh snapshot and wait (bounded) for it. Returns false on
+ * timeout: the snapshot is then the last one the process wrote. */
+static bool request_refresh(struct target *t)
+{
+	struct export_header *h = t->hdr;
+	if (atomic_load_explicit(&h->state, memory_order_acquire) != EXPORT_LIVE)
+		return true;
+	uint64_t r = atomic_fetch_add(&h->req, 1) + 1;
+	uint64_t end = now_ns() + (uint64_t)(o.timeout * 1e9);
+	while ((int64_t)(atomic_load_explicit(&h->ack, memory_order_acquire) - r) < 0) {
+		if (now_ns() > end || atomic_load(&h->state) != EXPORT_LIVE || !exporter_alive(t->fd))
+			return atomic_load(&h->state) == EXPORT_FINAL;
+		sleep_ms(1);
+	}
+	return true;
+}
+
+/* Open and check the export file of pid; dies with one line on any problem. */
+static void open_target(struct target *t, int pid)
+{
+	memset(t, 0, sizeof *t);
+	t->pid = pid;
+	t->fd = -1;
+	char ppath[64], comm[64];
+	struct stat st;
+	snprintf(ppath, sizeof ppath, "/proc/%d", pid);
+	if (stat(ppath, &st))
+		die(1, "no process with pid %d", pid);
+	proc_comm(pid, comm, sizeof comm);
+	if (st.st_uid != geteuid())
+		die(1, "pid %d (%s) belongs to another user (uid %u); only its owner can read or control its caches",
+		    pid, comm, (unsigned)st.st_uid);
+	char dirs[3][PATH_MAX];
+	int nd = export_dirs(pid, dirs), found = -1;
+	for (int i = 0; i < nd && found < 0; i++) {
+		snprintf(t->path, sizeof t->path, "%s/" EXPORT_PREFIX "%d" EXPORT_SUFFIX, dirs[i], pid);
+		if (!lstat(t->path, &st))
+			found = i;
+	}
+	if (found < 0)
+		die(1, "pid %d (%s) exports no statistics: start it with USLAB_OPTIONS=export, or under 'uslabinfo run --'",
+		    pid, comm);
+	if (!S_ISREG(st.st_mode))
+		die(1, "%s is not a regular file; refused", t->path);
+	if (st.st_uid != geteuid())
+		die(1, "%s belongs to another user (uid %u); refused", t->path, (unsigned)st.st_uid);
+	if (st.st_mode & 077)
+		die(1, "%s can be read or written by other users (mode %03o); refused", t->path,
+		    (unsigned)(st.st_mode & 0777));
+	t->fd = open(t->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (t->fd < 0)
+		die(1, "cannot open %s: %s", t->path, strerror(errno));
+	if (fstat(t->fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+		die(1, "%s changed while being opened; refused", t->path);
+	if (!map_file(t))
+		die(1, "%s: too short or cannot be mapped: not a uslab export file", t->path);
+	const char *bad = check_layout(t->hdr);
+	if (bad)
+		die(1, "%s: %s", t->path, bad);
+	if (t->hdr->pid != pid)
+		die(1, "%s names pid %d, not %d; refused", t->path, t->hdr->pid, pid);
+	bool alive = exporter_alive(t->fd);
+	uint64_t st_now = proc_starttime(pid);
+	if (!alive || (t->hdr->starttime && st_now && st_now != t->hdr->starttime)) {
+		unlink(t->path);
+		die(1, "stale export file %s: %s; removed", t->path,
+		    t->hdr->starttime && st_now != t->hdr->starttime
+			    ? "pid was reused by another process"
+			    : "the process that wrote it is gone (exited, crashed or exec'd)");
+	}
+}
+
+static void close_target(struct target *t)
+{
+	if (t->hdr)
+		munmap(t->hdr, t->map_size);
+	if (t->fd >= 0)
+		close(t->fd);
+	free(t->rec);
+	t->hdr = NULL;
+	t->fd = -1;
+	t->rec = NULL;
+}
+
+/* ---- commands -------------------------------------------------------------- */
+
+static const char *op_name(uint32_t op)
+{
+	return op == EXPORT_OP_SET ? "set" : op == EXPORT_OP_SHRINK ? "shrink" : op == EXPORT_OP_VALIDATE ? "validate" : "?";
+}
+
+/* Post one command and wait (bounded) for its result in *res. Returns 0, or
+ * -1 after printing why it was not applied. */
+static int post_cmd(struct target *t, uint32_t op, const char *cache, const char *key, uint64_t value,
+		    struct export_cmd *res)
+{
+	struct export_header *h = t->hdr;
+	struct export_cmd *c = &h->cmd;
+	uint64_t end = now_ns() + (uint64_t)(o.timeout * 1e9);
+	/* claim the mailbox */
+	for (;;) {
+		uint32_t st = atomic_load(&c->state);
+		if (st == CMD_EMPTY) {
+			if (atomic_compare_exchange_strong(&c->state, &st, CMD_CLAIMED))
+				break;
+			continue;
+		}
+		int owner = atomic_load(&c->owner);
+		if ((st == CMD_DONE || st == CMD_CLAIMED) && owner > 0 && kill(owner, 0) && errno == ESRCH) {
+			/* left behind by a uslabinfo that died */
+			if (atomic_compare_exchange_strong(&c->state, &st, CMD_CLAIMED))
+				break;
+			continue;
+		}
+		if (now_ns() > end) {
+			warnx("pid %d: the control mailbox is in use by uslabinfo pid %d; try again", t->pid, owner);
+			return -1;
+		}
+		sleep_ms(2);
+	}
+	atomic_store(&c->owner, (int32_t)getpid());
+	c->op = op;
+	memset(c->cache, 0, sizeof c->cache);
+	snprintf(c->cache, sizeof c->cache, "%s", cache ? cache : "");
+	memset(c->key, 0, sizeof c->key);
+	snprintf(c->key, sizeof c->key, "%s", key ? key : "");
+	c->value = value;
+	c->err = 0;
+	c->result = 0;
+	c->caches = 0;
+	c->msg[0] = 0;
+	atomic_store_explicit(&c->state, CMD_POSTED, memory_order_release);
+	atomic_fetch_add(&h->req, 1);
+	end = now_ns() + (uint64_t)(o.timeout * 1e9);
+	uint64_t hard_end = end + (uint64_t)(5 * o.timeout * 1e9);   /* a taken command may run a while (validate) */
+	for (;;) {
+		uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
+		if (st == CMD_DONE) {
+			memcpy(res, c, sizeof *res);
+			atomic_store(&c->state, CMD_EMPTY);
+			return 0;
+		}
+		bool alive = exporter_alive(t->fd);
+		uint64_t now = now_ns();
+		if (st == CMD_POSTED && (now > end || !alive)) {
+			if (atomic_compare_exchange_strong(&c->state, &st, CMD_EMPTY)) {
+				if (!alive)
+					warnx("pid %d exited before applying %s; nothing was changed", t->pid, op_name(op));
+				else
+					warnx("pid %d did not take the %s command within %.1f s (it takes commands on its "
+					      "allocation slow path, and took none); command withdrawn, nothing was changed",
+					      t->pid, op_name(op), o.timeout);
+				return -1;
+			}
+			continue;
+		}
+		if (st == CMD_TAKEN && (now > hard_end || !alive)) {
+			warnx("pid %d took the %s command but did not finish it within %.1f s; result unknown", t->pid,
+			      op_name(op), o.timeout * 6);
+			return -1;
+		}
+		sleep_ms(1);
+	}
+}
+
+/* NAME:KEY=VALUE */
+static void parse_set(const char *arg, char *name, char *key, uint64_t *value)
+{
+	const char *colon = strrchr(arg, ':'), *eq = colon ? strchr(colon, '=') : NULL;
+	const char *why = NULL;
+	if (!colon || !eq)
+		why = "expected NAME:KEY=VALUE";
+	else if (colon == arg || colon - arg > USLAB_NAME_MAX)
+		why = "the cache name must have 1 to 63 characters";
+	else if (eq == colon + 1 || eq - colon - 1 >= 16)
+		why = "missing or overlong KEY";
+	else if (!eq[1] || strspn(eq + 1, "0123456789") != strlen(eq + 1) || strlen(eq + 1) > 19)
+		why = "VALUE must be a decimal number";
+	if (!why) {
+		memcpy(name, arg, (size_t)(colon - arg));
+		name[colon - arg] = 0;
+		memcpy(key, colon + 1, (size_t)(eq - colon - 1));
+		key[eq - colon - 1] = 0;
+		if (strcmp(key, "cpu_partial") && strcmp(key, "min_partial") && strcmp(key, "order") &&
+		    strcmp(key, "cpu_queue"))
+			why = "KEY must be cpu_partial, min_partial, order or cpu_queue";
+		*value = strtoull(eq + 1, NULL, 10);
+	}
+	if (why)
+		die(2, "--set '%s': %s (e.g. --set my_cache:cpu_partial=30)", arg, why);
+}
+
+/* ---- derived numbers --------------------------------------------------------- */
+
+static uint64_t ev(const struct target *t, const struct uslab_cache_info *c, const char *name)
+{
+	for (unsigned i = 0; i < t->h.nr_stat_items && i < USLAB_NR_STAT_ITEMS; i++)
+		if (!strcmp(t->h.stat_names[i], name))
+			return c->events[i];
+	return 0;
+}
+
+static uint64_t allocs(const struct target *t, const struct uslab_cache_info *c)
+{
+	return ev(t, c, "ALLOC_FASTPATH") + ev(t, c, "ALLOC_SLOWPATH") + ev(t, c, "ALLOC_PCS") + ev(t, c, "ALLOC_BULK");
+}
+static uint64_t frees(const struct target *t, const struct uslab_cache_info *c)
+{
+	return ev(t, c, "FREE_FASTPATH") + ev(t, c, "FREE_SLOWPATH") + ev(t, c, "FREE_PCS") + ev(t, c, "FREE_BULK");
+}
+static uint64_t alloc_fast(const struct target *t, const struct uslab_cache_info *c)
+{
+	return ev(t, c, "ALLOC_FASTPATH") + ev(t, c, "ALLOC_PCS");
+}
+static uint64_t free_fast(const struct target *t, const struct uslab_cache_info *c)
+{
+	return ev(t, c, "FREE_FASTPATH") + ev(t, c, "FREE_PCS");
+}
+
+/* slabinfo's store_size() */
+static char *size_str(char *buf, size_t n, uint64_t v)
+{
+	if (o.bytes || v <= 1000) {
+		snprintf(buf, n, "%" PRIu64, v);
+		return buf;
+	}
+	uint64_t div = v > 1000000000ULL ? 100000000ULL : v > 1000000ULL ? 100000ULL : 100ULL;
+	char unit = v > 1000000000ULL ? 'G' : v > 1000000ULL ? 'M' : 'K';
+	v /= div;
+	snprintf(buf, n, "%" PRIu64 ".%" PRIu64 "%c", v / 10, v % 10, unit);
+	return buf;
+}
+
+static char *flag_str(char *buf, const struct uslab_cache_info *c)
+{
+	char *p = buf;
+	if (c->aliases)
+		*p++ = '*';
+	if (c->flags & USLAB_HWCACHE_ALIGN)
+		*p++ = 'A';
+	if (c->flags & USLAB_POISON)
+		*p++ = 'P';
+	if (c->flags & USLAB_RED_ZONE)
+		*p++ = 'Z';
+	if (c->flags & USLAB_CONSISTENCY_CHECKS)
+		*p++ = 'F';
+	if (c->flags & USLAB_STORE_USER)
+		*p++ = 'U';
+	if (c->flags & USLAB_TRACE)
+		*p++ = 'T';
+	*p = 0;
+	return buf;
+}
+
+/* ---- selection and order ------------------------------------------------------- */
+
+static const struct target *sort_t;
+
+static int cmp_caches(const void *a, const void *b)
+{
+	const struct uslab_cache_info *x = *(const struct uslab_cache_info *const *)a;
+	const struct uslab_cache_info *y = *(const struct uslab_cache_info *const *)b;
+	int r;
+	if (o.sort_size) {
+		r = x->slab_bytes < y->slab_bytes ? 1 : x->slab_bytes > y->slab_bytes ? -1 : 0;
+	} else if (o.activity) {
+		uint64_t ax = allocs(sort_t, x) + frees(sort_t, x), ay = allocs(sort_t, y) + frees(sort_t, y);
+		r = ax < ay ? 1 : ax > ay ? -1 : 0;
+	} else {
+		r = 0;
+	}
+	if (!r)
+		r = strcmp(x->name, y->name);
+	return o.inverted ? -r : r;
+}
+
+/* Real caches that match the regex (and have objects unless -z); sorted. */
+static size_t select_caches(const struct target *t, const struct uslab_cache_info **out, bool all)
+{
+	size_t n = 0;
+	for (uint32_t i = 0; i < t->n; i++) {
+		const struct uslab_cache_info *c = &t->rec[i];
+		if (c->alias_of[0])
+			continue;
+		if (o.have_re && regexec(&o.re, c->name, 0, NULL, 0))
+			continue;
+		if (!all && !o.zero && !c->active_objects && !o.report)
+			continue;
+		out[n++] = c;
+	}
+	sort_t = t;
+	qsort(out, n, sizeof *out, cmp_caches);
+	if (o.lines >= 0 && (size_t)o.lines < n)
+		n = (size_t)o.lines;
+	return n;
+}
+
+/* ---- text output --------------------------------------------------------------- */
+
+static void print_header_line(const struct target *t)
+{
+	uint64_t now = now_ns();
+	double age = t->h.snap_ns && now > t->h.snap_ns ? (double)(now - t->h.snap_ns) / 1e9 : 0;
+	uint32_t st = t->h.state;
+	printf("# pid %d (%s): %u caches, %s, snapshot %.2f s old%s\n", t->h.pid, t->h.comm, t->n,
+	       st == EXPORT_FINAL ? "exited" : st == EXPORT_LIVE ? "running" : "not started", age,
+	       t->h.dropped ? " (some caches did not fit the file)" : "");
+}
+
+static void print_table(const struct target *t)
+{
+	const struct uslab_cache_info **v = calloc(t->n + 1, sizeof *v);
+	size_t n = select_caches(t, v, false);
+	char space[32], dist[64], flg[16];
+	if (o.activity || o.display_active)
+		printf("Name                   Objects      Alloc       Free   %%Fast Fallb O CmpX\n");
+	else
+		printf("Name                   Objects Objsize           Space Slabs/Part/Cpu  O/S O %%Fr %%Ef Flg\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct uslab_cache_info *c = v[i];
+		if (o.activity || o.display_active) {
+			uint64_t a = allocs(t, c), f = frees(t, c);
+			printf("%-21s %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %3" PRIu64 " %3" PRIu64 " %5" PRIu64
+			       " %1u %4" PRIu64 "\n",
+			       c->name, c->active_objects, a, f, a ? alloc_fast(t, c) * 100 / a : 0,
+			       f ? free_fast(t, c) * 100 / f : 0, ev(t, c, "ORDER_FALLBACK"), c->order,
+			       ev(t, c, "CMPXCHG_DOUBLE_FAIL"));
+			continue;
+		}
+		snprintf(dist, sizeof dist, "%" PRIu64 "/%" PRIu64 "/%" PRIu64, c->slabs, c->partial_slabs, c->cpu_slabs);
+		printf("%-21s %8" PRIu64 " %7zu %15s %14s %4u %1u %3" PRIu64 " %3" PRIu64 " %s\n", c->name,
+		       c->active_objects, c->object_size, size_str(space, sizeof space, c->slab_bytes), dist,
+		       c->objects_per_slab, c->order, c->slabs ? c->partial_slabs * 100 / c->slabs : 100,
+		       c->slab_bytes ? c->active_objects * c->object_size * 100 / c->slab_bytes : 100, flag_str(flg, c));
+	}
+	free(v);
+}
+
+static void print_aliases(const struct target *t)
+{
+	for (uint32_t i = 0; i < t->n; i++) {
+		const struct uslab_cache_info *c = &t->rec[i];
+		if (c->alias_of[0] || !c->aliases)
+			continue;
+		if (o.have_re && regexec(&o.re, c->name, 0, NULL, 0))
+			continue;
+		printf("%-21s <-", c->name);
+		for (uint32_t j = 0; j < t->n; j++)
+			if (!strcmp(t->rec[j].alias_of, c->name))
+				printf(" %s", t->rec[j].name);
+		printf("\n");
+	}
+}
+
+static void print_slabinfo(const struct target *t)
+{
+	printf("slabinfo - version: 2.1\n");
+	printf("# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab>"
+	       " : tunables <limit> <batchcount> <sharedfactor>"
+	       " : slabdata <active_slabs> <num_slabs> <sharedavail>\n");
+	for (uint32_t i = 0; i < t->n; i++) {
+		const struct uslab_cache_info *c = &t->rec[i];
+		if (c->alias_of[0] || (o.have_re && regexec(&o.re, c->name, 0, NULL, 0)))
+			continue;
+		char name[USLAB_NAME_MAX + 1];
+		snprintf(name, sizeof name, "%s", c->name);
+		for (char *p = name; *p; p++)
+			if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+				*p = '_';
+		printf("%-17s %6lu %6lu %6u %4u %4d : tunables %4u %4u %4u : slabdata %6lu %6lu %6lu\n", name,
+		       (unsigned long)(c->active_objects < c->total_objects ? c->active_objects : c->total_objects),
+		       (unsigned long)c->total_objects, (unsigned)c->slab_object_size,
+		       c->objects_per_slab, 1 << c->order, 0U, 0U, 0U, (unsigned long)c->slabs, (unsigned long)c->slabs,
+		       0UL);
+	}
+}
+
+static void print_totals(const struct target *t)
+{
+	char a[32], b[32], c[32], d[32];
+	const struct uslab_process_info *p = &t->h.proc;
+	uint64_t objs = 0, slabs = 0, bytes = 0, used = 0, caches = 0;
+	for (uint32_t i = 0; i < t->n; i++) {
+		const struct uslab_cache_info *r = &t->rec[i];
+		if (r->alias_of[0])
+			continue;
+		caches++;
+		objs += r->active_objects;
+		slabs += r->slabs;
+		bytes += r->slab_bytes;
+		used += r->active_objects * r->object_size;
+	}
+	printf("Slabcache Totals\n----------------\n");
+	printf("Caches   : %6" PRIu64 "   Slabs   : %8" PRIu64 "   Objects : %10" PRIu64 "\n", caches, slabs, objs);
+	printf("Memory used: %s   # Loss   : %s   MRatio:%3" PRIu64 "%%\n", size_str(a, sizeof a, bytes),
+	       size_str(b, sizeof b, bytes - (used < bytes ? used : bytes)), bytes ? (bytes - (used < bytes ? used : bytes)) * 100 / bytes : 0);
+	printf("Process: mapped %s in %" PRIu64 " segments, resident %s, in use %s, not yet returned %s\n",
+	       size_str(a, sizeof a, p->mapped_bytes), p->segments, size_str(b, sizeof b, p->rss_bytes),
+	       size_str(c, sizeof c, p->used_bytes), size_str(d, sizeof d, p->dirty_bytes));
+	printf("Free page blocks by order:");
+	for (int i = 0; i < 10; i++)
+		printf(" %" PRIu64, p->free_blocks[i]);
+	printf("\n");
+}
+
+static void print_report(const struct target *t, const struct uslab_cache_info *c)
+{
+	char a[32], b[32];
+	uint64_t slab_size = (uint64_t)4096 << c->order;
+	uint64_t used = c->active_objects * c->object_size;
+	printf("\nSlabcache: %-20s  Aliases: %2u Order : %2u Objects: %" PRIu64 "\n", c->name, c->aliases, c->order,
+	       c->active_objects);
+	if (c->has_ctor)
+		printf("** constructor\n");
+	if (c->flags & USLAB_HWCACHE_ALIGN)
+		printf("** Hardware cacheline aligned\n");
+	printf("\nSizes (bytes)     Slabs              Debug                Memory\n");
+	printf("------------------------------------------------------------------------\n");
+	printf("Object : %7zu  Total  : %7" PRIu64 "   Sanity Checks : %s  Total: %7s\n", c->object_size, c->slabs,
+	       c->flags & USLAB_CONSISTENCY_CHECKS ? "On " : "Off", size_str(a, sizeof a, c->slab_bytes));
+	printf("SlabObj: %7zu  Full   : %7" PRIu64 "   Redzoning     : %s  Used : %7s\n", c->slab_object_size,
+	       c->slabs > c->partial_slabs + c->cpu_slabs ? c->slabs - c->partial_slabs - c->cpu_slabs : 0,
+	       c->flags & USLAB_RED_ZONE ? "On " : "Off", size_str(b, sizeof b, used));
+	printf("SlabSiz: %7" PRIu64 "  Partial: %7" PRIu64 "   Poisoning     : %s  Loss : %7" PRIu64 "\n", slab_size,
+	       c->partial_slabs, c->flags & USLAB_POISON ? "On " : "Off",
+	       c->slab_bytes > used ? c->slab_bytes - used : 0);
+	printf("Loss   : %7zu  CpuSlab: %7" PRIu64 "   Tracking      : %s\n", c->slab_object_size - c->object_size,
+	       c->cpu_slabs, c->flags & USLAB_STORE_USER ? "On " : "Off");
+	printf("Align  : %7zu  Objects: %7u   Tracing       : %s\n", c->align, c->objects_per_slab,
+	       c->flags & USLAB_TRACE ? "On " : "Off");
+	printf("\nTunables: cpu_partial %u  min_partial %u  order %u (min %u)  cpu_queue %u\n", c->cpu_partial,
+	       c->min_partial, c->order, c->min_order, c->cpu_queue);
+	uint64_t al = allocs(t, c), fr = frees(t, c);
+	printf("\nSlab Perf Counter       Alloc     Free %%Al %%Fr\n");
+	printf("--------------------------------------------------\n");
+	printf("Fastpath             %8" PRIu64 " %8" PRIu64 " %3" PRIu64 " %3" PRIu64 "\n", alloc_fast(t, c),
+	       free_fast(t, c), al ? alloc_fast(t, c) * 100 / al : 0, fr ? free_fast(t, c) * 100 / fr : 0);
+	printf("Slowpath             %8" PRIu64 " %8" PRIu64 " %3" PRIu64 " %3" PRIu64 "\n", ev(t, c, "ALLOC_SLOWPATH"),
+	       ev(t, c, "FREE_SLOWPATH"), al ? ev(t, c, "ALLOC_SLOWPATH") * 100 / al : 0,
+	       fr ? ev(t, c, "FREE_SLOWPATH") * 100 / fr : 0);
+	printf("\nEvents:\n");
+	for (unsigned i = 0; i < t->h.nr_stat_items && i < USLAB_NR_STAT_ITEMS; i++)
+		printf("  %-24s %12" PRIu64 "\n", t->h.stat_names[i], c->events[i]);
+}
+
+/* ---- JSON ------------------------------------------------------------------------- */
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+static void json_cache(const struct target *t, const struct uslab_cache_info *c)
+{
+	printf("{\"name\":");
+	json_str(c->name);
+	if (c->alias_of[0]) {
+		printf(",\"alias_of\":");
+		json_str(c->alias_of);
+		printf(",\"object_size\":%zu}", c->object_size);
+		return;
+	}
+	uint64_t a = allocs(t, c), f = frees(t, c);
+	printf(",\"object_size\":%zu,\"slab_object_size\":%zu,\"align\":%zu,\"order\":%u,\"min_order\":%u,"
+	       "\"objects_per_slab\":%u,\"cpu_partial\":%u,\"min_partial\":%u,\"cpu_queue\":%u,\"aliases\":%u,"
+	       "\"flags\":%lu,\"ctor\":%s,\"slabs\":%" PRIu64 ",\"partial_slabs\":%" PRIu64 ",\"cpu_slabs\":%" PRIu64
+	       ",\"total_objects\":%" PRIu64 ",\"active_objects\":%" PRIu64 ",\"slab_bytes\":%" PRIu64
+	       ",\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64 ",\"alloc_fast_pct\":%" PRIu64 ",\"free_fast_pct\":%" PRIu64
+	       ",\"events\":{",
+	       c->object_size, c->slab_object_size, c->align, c->order, c->min_order, c->objects_per_slab,
+	       c->cpu_partial, c->min_partial, c->cpu_queue, c->aliases, c->flags, c->has_ctor ? "true" : "false",
+	       c->slabs, c->partial_slabs, c->cpu_slabs, c->total_objects, c->active_objects, c->slab_bytes, a, f,
+	       a ? alloc_fast(t, c) * 100 / a : 0, f ? free_fast(t, c) * 100 / f : 0);
+	for (unsigned i = 0; i < t->h.nr_stat_items && i < USLAB_NR_STAT_ITEMS; i++) {
+		printf("%s", i ? "," : "");
+		json_str(t->h.stat_names[i]);
+		printf(":%" PRIu64, c->events[i]);
+	}
+	printf("}}");
+}
+
+static void print_json(const struct target *t, bool fresh)
+{
+	const struct uslab_process_info *p = &t->h.proc;
+	uint64_t now = now_ns();
+	uint32_t st = t->h.state;
+	printf("{\"pid\":%d,\"comm\":", t->h.pid);
+	json_str(t->h.comm);
+	printf(",\"state\":\"%s\",\"fresh\":%s,\"snapshot_age_ms\":%" PRIu64 ",\"dropped\":%u,",
+	       st == EXPORT_FINAL ? "exited" : st == EXPORT_LIVE ? "running" : "not_started", fresh ? "true" : "false",
+	       t->h.snap_ns && now > t->h.snap_ns ? (now - t->h.snap_ns) / 1000000 : 0, t->h.dropped);
+	printf("\"process\":{\"segments\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64 ",\"used_bytes\":%" PRIu64
+	       ",\"dirty_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64 ",\"free_blocks\":[",
+	       p->segments, p->mapped_bytes, p->used_bytes, p->dirty_bytes, p->rss_bytes);
+	for (int i = 0; i < 10; i++)
+		printf("%s%" PRIu64, i ? "," : "", p->free_blocks[i]);
+	printf("]},\"caches\":[");
+	const struct uslab_cache_info **v = calloc(t->n + 1, sizeof *v);
+	size_t n = select_caches(t, v, true);
+	for (size_t i = 0; i < n; i++) {
+		printf("%s", i ? "," : "");
+		json_cache(t, v[i]);
+	}
+	free(v);
+	printf("],\"aliases\":[");
+	bool first = true;
+	for (uint32_t i = 0; i < t->n; i++) {
+		if (!t->rec[i].alias_of[0])
+			continue;
+		printf("%s", first ? "" : ",");
+		json_cache(t, &t->rec[i]);
+		first = false;
+	}
+	printf("]}\n");
+}
+
+/* ---- views -------------------------------------------------------------------------- */
+
+static void show(struct target *t, bool fresh)
+{
+	if (o.json) {
+		print_json(t, fresh);
+		return;
+	}
+	if (o.slabinfo) {
+		print_slabinfo(t);
+		return;
+	}
+	print_header_line(t);
+	if (!fresh)
+		warnx("pid %d took no allocation slow path within %.1f s; showing its last snapshot", t->pid, o.timeout);
+	if (o.report) {
+		const struct uslab_cache_info **v = calloc(t->n + 1, sizeof *v);
+		size_t n = select_caches(t, v, true);
+		if (!n)
+			warnx("no cache matches");
+		for (size_t i = 0; i < n; i++)
+			print_report(t, v[i]);
+		free(v);
+		return;
+	}
+	if (o.totals)
+		print_totals(t);
+	if (o.aliases) {
+		print_aliases(t);
+		return;
+	}
+	if (!o.totals)
+		print_table(t);
+}
+
+static int do_commands(struct target *t)
+{
+	int rc = 0;
+	struct export_cmd r;
+	const char *name = NULL;
+	char namebuf[USLAB_NAME_MAX + 1] = "";
+	if (o.set) {
+		char key[16];
+		uint64_t value;
+		parse_set(o.set, namebuf, key, &value);
+		if (post_cmd(t, EXPORT_OP_SET, namebuf, key, value, &r))
+			return 1;
+		if (r.err) {
+			warnx("pid %d: --set %s: %s", t->pid, o.set, r.msg);
+			return 1;
+		}
+		if (o.json)
+			printf("{\"pid\":%d,\"command\":\"set\",\"cache\":\"%s\",\"key\":\"%s\",\"old\":%" PRId64
+			       ",\"new\":%" PRIu64 ",\"caches\":%u}\n",
+			       t->pid, namebuf, key, r.result, value, r.caches);
+		else
+			printf("pid %d: %s: %s %" PRId64 " -> %" PRIu64 "\n", t->pid, namebuf, key, r.result, value);
+	}
+	if (o.validate || o.shrink) {
+		/* a regex selects caches by name: one command per cache */
+		if (!take_snapshot(t))
+			die(1, "pid %d: cannot read a consistent snapshot", t->pid);
+		const struct uslab_cache_info **v = calloc(t->n + 1, sizeof *v);
+		bool save_zero = o.zero;
+		o.zero = true;
+		size_t n = o.have_re ? select_caches(t, v, true) : 0;
+		o.zero = save_zero;
+		for (int pass = 0; pass < 2; pass++) {
+			uint32_t op = pass == 0 ? EXPORT_OP_SHRINK : EXPORT_OP_VALIDATE;
+			if ((pass == 0 && !o.shrink) || (pass == 1 && !o.validate))
+				continue;
+			uint64_t total = 0, caches = 0;
+			for (size_t i = 0; i < (o.have_re ? n : 1); i++) {
+				name = o.have_re ? v[i]->name : "";
+				if (post_cmd(t, op, name, "", 0, &r)) {
+					free(v);
+					return 1;
+				}
+				if (r.err) {
+					warnx("pid %d: %s: %s", t->pid, op_name(op), r.msg);
+					rc = 1;
+					continue;
+				}
+				total += (uint64_t)r.result;
+				caches += r.caches;
+			}
+			if (o.json)
+				printf("{\"pid\":%d,\"command\":\"%s\",\"caches\":%" PRIu64 ",\"%s\":%" PRIu64 "}\n", t->pid,
+				       op_name(op), caches, op == EXPORT_OP_VALIDATE ? "problems" : "caches_with_slabs", total);
+			else if (op == EXPORT_OP_VALIDATE)
+				printf("pid %d: validated %" PRIu64 " cache%s: %" PRIu64 " problem%s%s\n", t->pid, caches,
+				       caches == 1 ? "" : "s", total, total == 1 ? "" : "s",
+				       total ? " (reported on the process's stderr)" : "");
+			else
+				printf("pid %d: shrank %" PRIu64 " cache%s (%" PRIu64 " still hold slabs)\n", t->pid, caches,
+				       caches == 1 ? "" : "s", total);
+			if (op == EXPORT_OP_VALIDATE && total)
+				rc = 1;
+		}
+		free(v);
+	}
+	return rc;
+}
+
+static volatile sig_atomic_t stop;
+static void on_signal(int sig) { stop = sig; }
+
+static int report_pid(int pid)
+{
+	struct target t;
+	open_target(&t, pid);
+	int rc = 0;
+	if (o.set || o.validate || o.shrink) {
+		rc = do_commands(&t);
+		close_target(&t);
+		return rc;
+	}
+	if (o.watch > 0) {
+		signal(SIGINT, on_signal);
+		signal(SIGTERM, on_signal);
+		while (!stop) {
+			bool fresh = request_refresh(&t);
+			if (!take_snapshot(&t))
+				die(1, "pid %d: cannot read a consistent snapshot", pid);
+			if (!o.json)
+				printf("\033[H\033[2J");
+			show(&t, fresh);
+			fflush(stdout);
+			if (t.h.state != EXPORT_LIVE || !exporter_alive(t.fd)) {
+				if (!o.json)
+					printf("pid %d has exited\n", pid);
+				break;
+			}
+			for (int i = 0; i < (int)(o.watch * 10) && !stop; i++)
+				sleep_ms(100);
+		}
+		close_target(&t);
+		return 0;
+	}
+	bool fresh = request_refresh(&t);
+	if (!take_snapshot(&t))
+		die(1, "pid %d: cannot read a consistent snapshot (the process may have died while writing it)", pid);
+	show(&t, fresh);
+	close_target(&t);
+	return rc;
+}
+
+/* ---- listing ------------------------------------------------------------------------ */
+
+static int list_exporters(void)
+{
+	char dirs[3][PATH_MAX];
+	int nd = export_dirs(0, dirs), shown = 0;
+	if (!o.json)
+		printf("%7s %-16s %6s %-8s %s\n", "PID", "COMMAND", "CACHES", "STATE", "FILE");
+	else
+		printf("[");
+	for (int d = 0; d < nd; d++) {
+		DIR *dir = opendir(dirs[d]);
+		if (!dir)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(dir))) {
+			int pid;
+			char tail[16];
+			if (sscanf(e->d_name, EXPORT_PREFIX "%d%15s", &pid, tail) != 2 || strcmp(tail, EXPORT_SUFFIX))
+				continue;
+			char path[PATH_MAX + 64];
+			snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+			struct stat st;
+			if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+				continue;   /* other users' files are none of our business */
+			int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			struct export_header h;
+			const char *state = "invalid";
+			memset(&h, 0, sizeof h);
+			if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && !check_layout(&h)) {
+				bool alive = exporter_alive(fd);
+				uint64_t stt = proc_starttime(pid);
+				if (!alive || (h.starttime && stt != h.starttime))
+					state = "stale";
+				else
+					state = h.state == EXPORT_LIVE ? "running" : h.state == EXPORT_FINAL ? "exited" : "starting";
+			}
+			close(fd);
+			if (o.json) {
+				printf("%s{\"pid\":%d,\"comm\":", shown ? "," : "", pid);
+				json_str(h.comm);
+				printf(",\"caches\":%u,\"state\":\"%s\",\"path\":", h.nr_records, state);
+				json_str(path);
+				printf("}");
+			} else {
+				printf("%7d %-16s %6u %-8s %s\n", pid, h.comm, h.nr_records, state, path);
+			}
+			shown++;
+		}
+		closedir(dir);
+	}
+	if (o.json)
+		printf("]\n");
+	else if (!shown)
+		printf("(no process of this user exports uslab statistics; run one with USLAB_OPTIONS=export)\n");
+	return 0;
+}
+
+/* ---- run -- CMD ------------------------------------------------------------------------ */
+
+static int run_cmd(char **argv)
+{
+	int go[2], status_pipe[2];
+	if (pipe2(go, O_CLOEXEC) || pipe2(status_pipe, O_CLOEXEC))
+		die(1, "pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		die(1, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		char c;
+		close(go[1]);
+		close(status_pipe[0]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(127);
+		const char *old = getenv("USLAB_OPTIONS");
+		char *opts = malloc((old ? strlen(old) : 0) + 16);
+		if (opts) {
+			sprintf(opts, "%s%sexport", old ? old : "", old && *old ? " " : "");
+			setenv("USLAB_OPTIONS", opts, 1);
+		}
+		execvp(argv[0], argv);
+		int e = errno;
+		if (write(status_pipe[1], &e, sizeof e) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(go[0]);
+	close(status_pipe[1]);
+	/* Reserve the child's file before it starts, and keep it open: the
+	 * child adopts it (it is named by its pid) and we read its final
+	 * snapshot after it has exited and removed the name. */
+	struct target t;
+	memset(&t, 0, sizeof t);
+	t.pid = pid;
+	snprintf(t.path, sizeof t.path, "%s/" EXPORT_PREFIX "%d" EXPORT_SUFFIX, child_export_dir(), (int)pid);
+	t.fd = open(t.path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (t.fd < 0 && errno == EEXIST) {
+		struct stat st;
+		int fd = open(t.path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && !fstat(fd, &st) && st.st_uid == geteuid() && !exporter_alive(fd)) {
+			unlink(t.path);   /* stale, ours: a previous process with this pid */
+			close(fd);
+			t.fd = open(t.path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		} else if (fd >= 0) {
+			close(fd);
+		}
+	}
+	bool have_file = false;
+	if (t.fd >= 0) {
+		struct export_header h;
+		memset(&h, 0, sizeof h);
+		memcpy(h.magic, EXPORT_MAGIC, sizeof h.magic);
+		h.version = EXPORT_VERSION;
+		h.header_size = sizeof h;
+		h.record_size = sizeof(struct uslab_cache_info);
+		h.info_version = USLAB_CACHE_INFO_VERSION;
+		h.proc_size = sizeof(struct uslab_process_info);
+		h.records_offset = sizeof h;
+		h.pid = pid;
+		h.uid = geteuid();
+		atomic_store(&h.state, EXPORT_RESERVED);
+		have_file = pwrite(t.fd, &h, sizeof h, 0) == (ssize_t)sizeof h && map_file(&t);
+	}
+	if (!have_file)
+		warnx("cannot reserve %s (%s); the report may be missing", t.path, strerror(errno));
+	signal(SIGINT, SIG_IGN);   /* as system(): the child gets the terminal's signals, we report after */
+	signal(SIGQUIT, SIG_IGN);
+	if (write(go[1], "g", 1) != 1)
+		die(1, "cannot start the child");
+	close(go[1]);
+	int e = 0;
+	if (read(status_pipe[0], &e, sizeof e) == (ssize_t)sizeof e) {
+		waitpid(pid, NULL, 0);
+		if (have_file)
+			unlink(t.path);
+		die(127, "cannot run %s: %s", argv[0], strerror(e));
+	}
+	close(status_pipe[0]);
+	/* Refresh the snapshot now and then, so that a crash still leaves a
+	 * recent one. */
+	int status = 0;
+	uint64_t next = now_ns() + 200000000ULL;
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR)
+			die(1, "waitpid: %s", strerror(errno));
+		if (have_file && now_ns() > next && map_file(&t) &&
+		    atomic_load(&t.hdr->state) == EXPORT_LIVE) {
+			atomic_fetch_add(&t.hdr->req, 1);
+			next = now_ns() + 200000000ULL;
+		}
+		sleep_ms(10);
+	}
+	int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	if (have_file) {
+		struct stat a, b;
+		if (!fstat(t.fd, &a) && !lstat(t.path, &b) && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+			unlink(t.path);
+		if (!map_file(&t) || check_layout(t.hdr))
+			warnx("%s exited without a readable export", argv[0]);
+		else if (atomic_load(&t.hdr->state) == EXPORT_RESERVED)
+			warnx("%s exported no statistics (it did not use uslab, or is not linked with it)", argv[0]);
+		else {
+			if (atomic_load(&t.hdr->state) != EXPORT_FINAL)
+				warnx("%s died before its final snapshot (%s %d); showing its last snapshot", argv[0],
+				      WIFSIGNALED(status) ? "signal" : "status",
+				      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			if (take_snapshot(&t))
+				show(&t, true);
+			else
+				warnx("cannot read a consistent snapshot of %s", argv[0]);
+		}
+	}
+	close_target(&t);
+	return rc;
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+static double parse_seconds(const char *opt, const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0) || v > 86400)
+		die(2, "%s '%s': expected a number of seconds (0 < N <= 86400)", opt, s);
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	bool run = argc > 1 && !strcmp(argv[1], "run");
+	if (run) {
+		argv[1] = argv[0];
+		argv++;
+		argc--;
+	}
+	enum { OPT_SET = 256, OPT_JSON, OPT_WATCH, OPT_TIMEOUT };
+	static const struct option longs[] = {
+		{ "pid", required_argument, NULL, 'p' },      { "activity", no_argument, NULL, 'A' },
+		{ "display-active", no_argument, NULL, 'D' }, { "Size", no_argument, NULL, 'S' },
+		{ "aliases", no_argument, NULL, 'a' },        { "report", no_argument, NULL, 'r' },
+		{ "validate", no_argument, NULL, 'v' },       { "shrink", no_argument, NULL, 's' },
+		{ "zero", no_argument, NULL, 'z' },           { "Bytes", no_argument, NULL, 'B' },
+		{ "inverted", no_argument, NULL, 'i' },       { "lines", required_argument, NULL, 'N' },
+		{ "Totals", no_argument, NULL, 'T' },         { "slabinfo", no_argument, NULL, 'l' },
+		{ "set", required_argument, NULL, OPT_SET },  { "json", no_argument, NULL, OPT_JSON },
+		{ "watch", required_argument, NULL, OPT_WATCH }, { "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
+	};
+	int ch;
+	while ((ch = getopt_long(argc, argv, run ? "+ADSarzBiN:Tlh" : "p:ADSarvszBiN:Tlh", longs, NULL)) != -1) {
+		switch (ch) {
+		case 'p': {
+			char *end;
+			errno = 0;
+			long v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v <= 0 || v > INT_MAX)
+				die(2, "-p '%s': expected a process id", optarg);
+			o.pid = (int)v;
+			break;
+		}
+		case 'A': o.activity = true; break;
+		case 'D': o.display_active = true; break;
+		case 'S': o.sort_size = true; break;
+		case 'a': o.aliases = true; break;
+		case 'r': o.report = true; break;
+		case 'v': o.validate = true; break;
+		case 's': o.shrink = true; break;
+		case 'z': o.zero = true; break;
+		case 'B': o.bytes = true; break;
+		case 'i': o.inverted = true; break;
+		case 'T': o.totals = true; break;
+		case 'l': o.slabinfo = true; break;
+		case 'N': {
+			char *end;
+			o.lines = strtol(optarg, &end, 10);
+			if (*end || end == optarg || o.lines < 0)
+				die(2, "-N '%s': expected a number of lines", optarg);
+			break;
+		}
+		case OPT_SET:
+			if (run)
+				die(2, "--set needs a running process (-p PID)");
+			o.set = optarg;
+			break;
+		case OPT_JSON: o.json = true; break;
+		case OPT_WATCH:
+			if (run)
+				die(2, "--watch needs a running process (-p PID)");
+			o.watch = parse_seconds("--watch", optarg);
+			break;
+		case OPT_TIMEOUT: o.timeout = parse_seconds("--timeout", optarg); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (o.set) {   /* check it before touching any process */
+		char n[USLAB_NAME_MAX + 1], k[16];
+		uint64_t v;
+		parse_set(o.set, n, k, &v);
+	}
+	if (run) {
+		if (optind >= argc)
+			die(2, "run: expected -- CMD [ARGS...]");
+		return run_cmd(argv + optind);
+	}
+	if (optind < argc) {
+		if (optind + 1 < argc)
+			die(2, "one NAME-REGEX at most (got '%s' and '%s')", argv[optind], argv[optind + 1]);
+		int e = regcomp(&o.re, argv[optind], REG_EXTENDED | REG_NOSUB);
+		if (e) {
+			char msg[128];
+			regerror(e, &o.re, msg, sizeof msg);
+			die(2, "bad NAME-REGEX '%s': %s", argv[optind], msg);
+		}
+		o.have_re = true;
+	}
+	if (!o.pid) {
+		if (o.set || o.validate || o.shrink || o.watch > 0)
+			die(2, "--set, -v, -s and --watch need a process: -p PID");
+		return list_exporters();
+	}
+	return report_pid(o.pid);
+}
