@@ -222,7 +222,14 @@ enum uslab_stat_item {
 USLAB_API const char *uslab_stat_name(enum uslab_stat_item item);
 USLAB_API const char *uslab_stat_desc(enum uslab_stat_item item);
 
-#define USLAB_CACHE_INFO_VERSION 1
+/*
+ * Versions of struct uslab_cache_info. Fill `version` with the version your
+ * code was compiled against; the library fills exactly that version's
+ * fields (a version-1 caller's struct is never written past `events`).
+ *   1: everything up to and including `events`;
+ *   2: adds cpu_slabs, cpu_queue, has_ctor.
+ */
+#define USLAB_CACHE_INFO_VERSION 2
 
 /* A snapshot of one cache. Fill `version` with USLAB_CACHE_INFO_VERSION. */
 struct uslab_cache_info {
@@ -247,6 +254,10 @@ struct uslab_cache_info {
 	uint64_t active_objects;   /* allocated and not yet freed */
 	uint64_t slab_bytes;       /* memory held in slabs */
 	uint64_t events[USLAB_NR_STAT_ITEMS]; /* sums over all threads, live and gone */
+	/* ---- version 2 ---- */
+	uint64_t cpu_slabs;        /* CPU slabs: threads holding a slab of this cache now */
+	unsigned cpu_queue;        /* CPU object queue length (the cpu_queue tunable) */
+	unsigned has_ctor;         /* 1 if the cache has a constructor */
 };
 
 /*
@@ -270,7 +281,7 @@ struct uslab_process_info {
 	unsigned version;          /* in: USLAB_PROCESS_INFO_VERSION */
 	uint64_t segments;         /* segments mapped from the OS */
 	uint64_t mapped_bytes;     /* bytes mapped from the OS */
-	uint64_t used_bytes;       /* bytes in allocated page blocks (slabs, metadata) */
+	uint64_t used_bytes;       /* bytes in allocated page blocks (slabs, metadata): in use */
 	uint64_t dirty_bytes;      /* free bytes not yet given back to the OS */
 	uint64_t free_blocks[10];  /* free page blocks by order 0..9 */
 	uint64_t rss_bytes;        /* resident set size of the process */
@@ -278,15 +289,134 @@ struct uslab_process_info {
 /* Returns 0, or -1 with errno EINVAL. */
 USLAB_API int uslab_process_get_info(struct uslab_process_info *info);
 
-/* Print one row per cache (Name, Objects, Objsize, Slabs, Partial, Order,
- * O/S, Fast%) through write_fn, which is called with pieces of text, then
- * one line per merged cache ("alias NAME -> CACHE"). opts is reserved
- * (pass 0). Never allocates. */
+/* Forms of uslab_stats_print() (`opts`); one of the first three, plus
+ * modifiers. */
+#define USLAB_STATS_TABLE    0x0UL  /* a table like the kernel's slabinfo tool */
+#define USLAB_STATS_JSON     0x1UL  /* one JSON object: process summary, caches, aliases */
+#define USLAB_STATS_SLABINFO 0x2UL  /* /proc/slabinfo version 2.1, byte-compatible */
+#define USLAB_STATS_FORM_MASK 0x3UL
+
+/*
+ * Print every cache through write_fn, which is called with NUL-terminated
+ * pieces of text (a line or less; JSON pieces are not lines):
+ *
+ *  USLAB_STATS_TABLE: one row per cache (empty ones too), the kernel slabinfo tool's columns (Name, Objects,
+ *    Objsize, Space, Slabs/Part/Cpu, O/S, O, %Fr, %Ef, Flg) plus Fast% (share
+ *    of allocations and frees on the lock-free paths), then one line per
+ *    merged cache ("alias NAME -> CACHE") and a process summary line.
+ *  USLAB_STATS_SLABINFO: the header and rows of /proc/slabinfo 2.1, in the
+ *    kernel's column format (SLUB values: tunables 0 0 0, active_slabs =
+ *    num_slabs); white space in names is printed as '_' so that readers that
+ *    split on white space keep working.
+ *  USLAB_STATS_JSON: {"version":1,"process":{...},"caches":[{...,"events":
+ *    {"ALLOC_FASTPATH":n,...}}],"aliases":[{"name":..,"alias_of":..}]}.
+ *
+ * Never allocates, and calls write_fn with no allocator lock held (it may
+ * allocate, even from uslab). Unknown opts bits are ignored. Any thread.
+ */
 USLAB_API void uslab_stats_print(void (*write_fn)(void *arg, const char *text), void *arg,
                                  unsigned long opts);
 
-/* Write the table of uslab_stats_print() to a file descriptor. */
+/* uslab_stats_print() in USLAB_STATS_TABLE form to a file descriptor. */
 USLAB_API void uslab_stats_print_fd(int fd);
+/* Any form to a file descriptor. */
+USLAB_API void uslab_stats_print_fd_opts(int fd, unsigned long opts);
+
+/*
+ * Exporting to uslabinfo (USLAB_OPTIONS=export). The process keeps
+ * $XDG_RUNTIME_DIR/uslab-PID.stats (or /dev/shm/uslab-PID.stats), mode 0600,
+ * removed at exit, refreshed on the allocation slow path when a reader asks
+ * (at most every few ms), and takes control commands from it (cpu_partial,
+ * min_partial, order, cpu_queue, shrink, validate) that it applies itself on
+ * its slow path. See tools/uslabinfo.c.
+ *
+ * uslab_export_path() returns the file's path, or NULL if the process does
+ * not export. uslab_export_refresh() brings the exported statistics up to
+ * date now and serves a pending command (as the slow path would); returns 0,
+ * or -1 with errno ENOENT when not exporting.
+ */
+USLAB_API const char *uslab_export_path(void);
+USLAB_API int uslab_export_refresh(void);
+
+/* ======================================================================
+ * malloc family
+ *
+ * The C allocation functions on top of uslab, with glibc's semantics.
+ * libuslab-malloc.so (for LD_PRELOAD) and libuslab-malloc.a give them the
+ * libc names (malloc, free, ..., the __libc_* names, C++ operator
+ * new/delete); these uslab_* names are the same functions for programs
+ * that link libuslab and keep the system malloc.
+ *
+ * Sizes: kmalloc classes "kmalloc-8" .. "kmalloc-32768" (8-byte steps to
+ * 128, then four per power of two; ordinary caches, shown by
+ * uslab_stats_print and tunable through USLAB_OPTIONS="kmalloc-64:..."),
+ * then whole pages up to 2 MiB, then mappings of their own; freed mappings
+ * are kept for reuse and given back after a delay (or by
+ * uslab_malloc_trim). Every block is aligned to 16 bytes, except blocks of
+ * sizes that are not a multiple of 16 up to 128 bytes (8).
+ *
+ * Errors: NULL with errno ENOMEM when memory cannot be had and for
+ * impossible sizes (above PTRDIFF_MAX, or n * size overflowing), with
+ * nothing changed. Freeing, reallocating or asking the size of a pointer
+ * that is not the start of a live block from these functions (stack,
+ * global, interior pointer, immediate double free) writes one line
+ * "uslab: fatal: invalid free at 0x..." (or "double free", "invalid
+ * realloc", "invalid malloc_usable_size") to stderr and aborts. Frees
+ * never change errno. Every function may be called from any thread, before
+ * constructors run, and in the child of a fork() of a threaded program.
+ * ====================================================================== */
+
+/* malloc(3): size bytes (0 gives a unique minimal block), or NULL+ENOMEM. */
+USLAB_API void *uslab_malloc(size_t size);
+/* free(3): NULL does nothing. */
+USLAB_API void uslab_free(void *p);
+/* calloc(3): zeroed; NULL+ENOMEM if n * size overflows. */
+USLAB_API void *uslab_calloc(size_t n, size_t size);
+/* realloc(3), as glibc: p NULL is uslab_malloc(size); size 0 frees p and
+ * returns NULL. The pointer is kept when size fits the usable size (and a
+ * large or huge block may also grow or shrink in place). On failure NULL
+ * with ENOMEM and p is untouched. */
+USLAB_API void *uslab_realloc(void *p, size_t size);
+/* reallocarray(3): uslab_realloc(p, n * size), NULL+ENOMEM on overflow. */
+USLAB_API void *uslab_reallocarray(void *p, size_t n, size_t size);
+/* posix_memalign(3): 0, EINVAL (align not a power of two multiple of
+ * sizeof(void *)) or ENOMEM; *out is set only on success. */
+USLAB_API int uslab_posix_memalign(void **out, size_t align, size_t size);
+/* aligned_alloc(3): NULL+EINVAL unless align is a power of two (at most
+ * PTRDIFF_MAX); size need not be a multiple of align. */
+USLAB_API void *uslab_aligned_alloc(size_t align, size_t size);
+/* memalign(3): align above SIZE_MAX/2+1 is EINVAL; a non-power of two is
+ * rounded up. */
+USLAB_API void *uslab_memalign(size_t align, size_t size);
+/* valloc(3)/pvalloc(3): page aligned; pvalloc rounds size up to pages. */
+USLAB_API void *uslab_valloc(size_t size);
+USLAB_API void *uslab_pvalloc(size_t size);
+/* malloc_usable_size(3): bytes usable at p (>= the request); 0 for NULL. */
+USLAB_API size_t uslab_malloc_usable_size(void *p);
+/* free_sized/free_aligned_sized (C23): as uslab_free; the size and
+ * alignment are not checked in this build. */
+USLAB_API void uslab_free_sized(void *p, size_t size);
+USLAB_API void uslab_free_aligned_sized(void *p, size_t align, size_t size);
+/* malloc_trim(3): flush this thread's CPU slabs of every kmalloc cache,
+ * free every empty slab, give every free page and every cached huge mapping
+ * back to the OS. pad is ignored. Returns 1 if memory was given back, else 0. */
+USLAB_API int uslab_malloc_trim(size_t pad);
+/* malloc_stats(3): glibc's lines ("Arena 0:", "system bytes", "in use
+ * bytes", "Total (incl. mmap):", "max mmap regions/bytes") to fd. */
+USLAB_API void uslab_malloc_stats_print_fd(int fd);
+
+#define USLAB_MALLOC_INFO_VERSION 1
+/* The malloc family's memory. Fill `version`. */
+struct uslab_malloc_info {
+	unsigned version;          /* in: USLAB_MALLOC_INFO_VERSION */
+	uint64_t segment_bytes;    /* bytes of segments mapped (slabs, large blocks, free pages) */
+	uint64_t in_use_bytes;     /* bytes in live blocks: slab objects by class size, large and huge blocks */
+	uint64_t huge_blocks;      /* live blocks in mappings of their own */
+	uint64_t huge_bytes;       /* bytes mapped for them */
+	uint64_t cached_bytes;     /* free memory not yet given back to the OS */
+};
+/* Returns 0, or -1 with errno EINVAL (NULL or unknown version). */
+USLAB_API int uslab_malloc_get_info(struct uslab_malloc_info *info);
 
 #ifdef __cplusplus
 }

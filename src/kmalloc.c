@@ -1,0 +1,331 @@
+/*
+ * kmalloc: the size classes of the malloc family, as slab caches.
+ *
+ * Classes: 8 .. 128 in steps of 8, then four per power of two up to
+ * KMALLOC_MAX_SIZE (160, 192, 224, 256, 320, ... 28672, 32768): at most 25 %
+ * of a block is waste, and 8-byte steps keep small objects tight (as
+ * mimalloc and tcmalloc do). Classes that are not a multiple of 16 are 8-byte
+ * aligned (an object of 24 or 40 bytes cannot hold a type that needs 16);
+ * every other class is 16-byte aligned, and the power-of-two classes are
+ * aligned to their size, which aligned allocation relies on.
+ *
+ * The class caches are ordinary caches ("kmalloc-N"; they merge with user
+ * caches of the same layout, as in the kernel). They are created together on
+ * the first call, which may come before constructors run, from the dynamic
+ * linker, or re-entrantly from inside the creation itself (a preloaded
+ * library that hooks mmap and calls dlsym, which calls calloc). The
+ * re-entrant calls are served from a static bootstrap arena that is never
+ * freed; a failed creation (no memory) is retried on the next call.
+ *
+ * Locking: init_lock serializes creation (taken before cache_mutex). It and
+ * large.c's lock are held across fork by handlers registered here, which
+ * run before the core's (fork.c), so the order is init_lock -> large lock
+ * (a leaf) -> cache_mutex -> ...
+ */
+#include "kmalloc.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct uslab_cache *kmalloc_caches[KMALLOC_NR_CLASSES];
+uint8_t kmalloc_idx_small[KMALLOC_SMALL_MAX / 8 + 1];
+uint8_t kmalloc_idx_big[KMALLOC_MAX_SIZE / 128 + 1];
+uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
+
+static struct {
+	pthread_mutex_t lock;                         /* init_lock: see the top of the file */
+	struct uslab_cache *made[KMALLOC_NR_CLASSES]; /* created so far (init_lock) */
+	_Atomic bool ready;                           /* kmalloc_caches is filled */
+	_Atomic bool running;                         /* creation under way, by `owner` */
+	pthread_t owner;
+	bool atfork_done;
+} K = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* ---- the bootstrap arena ------------------------------------------------ */
+
+#define BOOT_SIZE (256 * 1024)
+#define BOOT_HDR  16   /* the block's size, before it */
+static char boot_arena[BOOT_SIZE] __attribute__((aligned(64)));
+static _Atomic size_t boot_used;
+
+static void *boot_alloc(size_t size, size_t align)
+{
+	align = MAX(align, (size_t)BOOT_HDR);
+	size_t old = atomic_load_explicit(&boot_used, memory_order_relaxed), start, end;
+	do {
+		start = ALIGN_UP(old + BOOT_HDR, align);
+		end = start + ALIGN_UP(MAX(size, (size_t)1), BOOT_HDR);
+		if (size > BOOT_SIZE || end > BOOT_SIZE) {
+			errno = ENOMEM;
+			return NULL;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&boot_used, &old, end, memory_order_relaxed,
+							memory_order_relaxed));
+	*(size_t *)(boot_arena + start - BOOT_HDR) = end - start;
+	return boot_arena + start;   /* static memory starts zeroed and is never reused */
+}
+
+bool kmalloc_is_boot(const void *p)
+{
+	return (const char *)p >= boot_arena && (const char *)p < boot_arena + BOOT_SIZE;
+}
+
+size_t kmalloc_boot_usable(const void *p)
+{
+	return *(const size_t *)((const char *)p - BOOT_HDR);
+}
+
+/* ---- classes and their creation ------------------------------------------ */
+
+static void build_tables(void)
+{
+	unsigned n = 0;
+	for (unsigned sz = 8; sz <= 128; sz += 8)
+		kmalloc_class_size[n++] = sz;
+	for (unsigned base = 128; base < KMALLOC_MAX_SIZE; base *= 2)
+		for (unsigned q = 1; q <= 4; q++)
+			kmalloc_class_size[n++] = base + q * (base / 4);
+	unsigned c = 0;
+	for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 8; i++) {
+		while (kmalloc_class_size[c] < i * 8)
+			c++;
+		kmalloc_idx_small[i] = (uint8_t)c;
+	}
+	c = 0;
+	for (unsigned i = 0; i <= KMALLOC_MAX_SIZE / 128; i++) {
+		while (kmalloc_class_size[c] < i * 128)
+			c++;
+		kmalloc_idx_big[i] = (uint8_t)c;
+	}
+}
+
+static bool in_init_here(void)
+{
+	return atomic_load_explicit(&K.running, memory_order_acquire) && pthread_equal(K.owner, pthread_self());
+}
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&K.lock);
+	large_fork_prepare();
+}
+
+static void fork_release(void)
+{
+	large_fork_release();
+	pthread_mutex_unlock(&K.lock);
+}
+
+static struct uslab_cache *class_create(unsigned i)
+{
+	unsigned size = kmalloc_class_size[i];
+	char name[USLAB_NAME_MAX + 1];
+	fmt_buf(name, sizeof name, "kmalloc-%u", size);
+	struct uslab_cache *s = uslab_cache_create(name, size, size % 16 ? 8 : 16, 0, NULL);
+	if (!s || s->root)
+		return s;   /* merged into another cache: its settings stand */
+	/* The big classes: at least four objects a slab (the default order cap
+	 * of 3 would give one), and few empty slabs kept, for RSS. */
+	if (size > 8192) {
+		unsigned order = 0;
+		while ((PAGE_SIZE << order) < 4UL * size)
+			order++;
+		cache_tune_set(s, "order", order);
+	}
+	if (size >= 2048)
+		cache_tune_set(s, "min_partial", 2);
+	options_apply_cache(s);   /* USLAB_OPTIONS="kmalloc-64:..." still wins */
+	return s;
+}
+
+bool kmalloc_init(void)
+{
+	if (atomic_load_explicit(&K.ready, memory_order_acquire))
+		return true;
+	pthread_mutex_lock(&K.lock);
+	bool ok = true;
+	if (atomic_load_explicit(&K.ready, memory_order_relaxed))
+		goto out;
+	K.owner = pthread_self();
+	atomic_store_explicit(&K.running, true, memory_order_release);
+	if (!kmalloc_class_size[0])
+		build_tables();
+	for (unsigned i = 0; i < KMALLOC_NR_CLASSES && ok; i++)
+		if (!K.made[i] && !(K.made[i] = class_create(i)))
+			ok = false;
+	if (ok) {
+		/* One allocation before publishing: this thread's CPU part and the
+		 * first segment are made now, so that whatever they call re-entrant
+		 * (pthread_setspecific, a hooked mmap) still finds the boot arena. */
+		struct uslab_cache *s = cache_root(K.made[0]);
+		void *x = slab_alloc_fast(s);
+		if (x)
+			slab_free_fast(s, x);
+		if (!K.atfork_done) {
+			pthread_atfork(fork_prepare, fork_release, fork_release);
+			K.atfork_done = true;
+		}
+		for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++)
+			kmalloc_caches[i] = cache_root(K.made[i]);
+		atomic_store_explicit(&K.ready, true, memory_order_release);
+	} else {
+		errno = ENOMEM;
+	}
+	atomic_store_explicit(&K.running, false, memory_order_release);
+out:
+	pthread_mutex_unlock(&K.lock);
+	return ok;
+}
+
+/* ---- allocation ------------------------------------------------------------ */
+
+void *kmalloc_slow(size_t size)
+{
+	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire))) {
+		if (in_init_here())
+			return boot_alloc(size, 16);
+		if (!kmalloc_init())
+			return NULL;
+	}
+	if (size <= KMALLOC_MAX_SIZE)
+		return slab_alloc_fast(kmalloc_caches[kmalloc_index(size)]);
+	return kmalloc_big(size, 0, NULL);
+}
+
+void *kmalloc_big(size_t size, size_t align, bool *zeroed)
+{
+	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire))) {
+		if (in_init_here()) {
+			if (zeroed)
+				*zeroed = true;
+			return boot_alloc(size, align);
+		}
+		if (!kmalloc_init())
+			return NULL;
+	}
+	if (size > MALLOC_MAX_REQUEST || align > MALLOC_MAX_REQUEST) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return large_alloc(size, align, zeroed);
+}
+
+void *kmalloc_aligned(size_t size, size_t align)
+{
+	if (align <= 8)
+		return kmalloc(size);
+	if (size > MALLOC_MAX_REQUEST || align > MALLOC_MAX_REQUEST) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire))) {
+		if (in_init_here())
+			return boot_alloc(size, align);
+		if (!kmalloc_init())
+			return NULL;
+	}
+	size_t n = ALIGN_UP(MAX(size, (size_t)1), align);
+	if (n <= KMALLOC_MAX_SIZE) {
+		/* A class whose stride is a multiple of align has every object
+		 * aligned (slabs are aligned to at least their stride's block);
+		 * else the power-of-two class at or above n, aligned to its size. */
+		unsigned i = kmalloc_index(n);
+		if (kmalloc_class_size[i] % align) {
+			size_t p2 = 1;
+			while (p2 < n)
+				p2 <<= 1;
+			i = kmalloc_index(p2);
+		}
+		return slab_alloc_fast(kmalloc_caches[i]);
+	}
+	return kmalloc_big(size, align, NULL);
+}
+
+/* ---- free and size of what is not a slab object ---------------------------- */
+
+void kfree_other(void *p, struct slab *d)
+{
+	unsigned k = page_kind(d);
+	if (k == PK_LARGE && p == page_address(d)) {
+		int e = errno;
+		large_free(d, p);
+		errno = e;
+		return;
+	}
+	if (d == &page_foreign) {
+		if (kmalloc_is_boot(p))
+			return;   /* bootstrap memory is never reused */
+		int e = errno;
+		bool ok = huge_free(p);
+		errno = e;
+		if (ok)
+			return;
+		if (huge_is_freed(p))
+			report_fatal("double free at %p (huge block)", p);
+		report_fatal("invalid free at %p (not allocated by uslab)", p);
+	}
+	if ((k == PK_FREE || k == PK_PURGING) && p == page_address(d))
+		report_fatal("double free at %p (large block)", p);
+	if (k == PK_LARGE)
+		report_fatal("invalid free at %p (inside the large block at %p)", p, page_address(d));
+	report_fatal("invalid free at %p (not the start of a live block)", p);
+}
+
+size_t kmalloc_usable(const void *p, const char *what)
+{
+	struct slab *d = page_obj_slab(p);
+	unsigned k = page_kind(d);
+	if (likely(k == PK_SLAB)) {
+		struct uslab_cache *s = d->cache;
+		if (likely(slab_obj_valid(s, d, p)))
+			return s->size;
+		report_fatal("invalid %s at %p (not the start of an object of cache '%s')", what, p, s->name);
+	}
+	if (k == PK_LARGE && p == page_address(d))
+		return large_usable(d);
+	if (d == &page_foreign) {
+		if (kmalloc_is_boot(p))
+			return kmalloc_boot_usable(p);
+		size_t n = huge_usable(p);
+		if (n)
+			return n;
+		if (huge_is_freed(p))
+			report_fatal("invalid %s at %p (freed huge block)", what, p);
+		report_fatal("invalid %s at %p (not allocated by uslab)", what, p);
+	}
+	if ((k == PK_FREE || k == PK_PURGING) && p == page_address(d))
+		report_fatal("invalid %s at %p (freed large block)", what, p);
+	report_fatal("invalid %s at %p (not the start of a live block)", what, p);
+}
+
+/* ---- trim and accounting ------------------------------------------------------ */
+
+unsigned long kmalloc_shrink_all(void)
+{
+	unsigned long freed = 0;
+	if (!atomic_load_explicit(&K.ready, memory_order_acquire))
+		return 0;
+	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++) {
+		struct uslab_cache *s = kmalloc_caches[i];
+		struct cpu_cache *c = cpu_this(s);
+		if (c && c->cache == s)
+			slab_flush_cpu(s, c);
+		freed += slab_shrink_node(s);
+	}
+	return freed;
+}
+
+uint64_t kmalloc_slab_bytes_in_use(void)
+{
+	uint64_t sum = 0;
+	if (!atomic_load_explicit(&K.ready, memory_order_acquire))
+		return 0;
+	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++) {
+		struct uslab_cache_info info;
+		memset(&info, 0, sizeof info);
+		info.version = USLAB_CACHE_INFO_VERSION;
+		if (!uslab_cache_get_info(kmalloc_caches[i], &info))
+			sum += info.active_objects * info.slab_object_size;
+	}
+	return sum;
+}

@@ -1,0 +1,160 @@
+/*
+ * kmalloc and the malloc family, internal interface (kmalloc.c, large.c,
+ * malloc.c, override.c, override_cpp.cc).
+ *
+ * Three tiers, picked by size:
+ *   - kmalloc caches: KMALLOC_NR_CLASSES slab caches of 8 .. 32 KiB, 8-byte
+ *     steps to 128, then four classes per power of two (waste <= 25 %, and
+ *     <= 12.5 % on average for uniform sizes). size -> class is a table
+ *     lookup; the fast paths are slab_alloc_fast()/slab_free_fast().
+ *   - large blocks (large.c): up to 2 MiB, whole pages from the page
+ *     allocator, marked PK_LARGE, trimmed to eighths of their order.
+ *   - huge blocks (large.c): above 2 MiB, their own mappings, found by free
+ *     through a registry, kept in a decaying cache when freed.
+ *
+ * free(p) finds which through page_obj_slab(p): PK_SLAB -> slab free,
+ * PK_LARGE -> large free, a pointer outside every segment -> huge registry,
+ * anything else -> "uslab: fatal: invalid free".
+ */
+#ifndef USLAB_KMALLOC_H
+#define USLAB_KMALLOC_H
+
+#include "slab.h"
+
+#define KMALLOC_MAX_SIZE     (32UL * 1024)   /* largest kmalloc class */
+#define KMALLOC_NR_CLASSES   48              /* 16 of 8..128, then 4 per power of two to 32 KiB */
+#define KMALLOC_SMALL_MAX    1024            /* kmalloc_idx_small covers 0..1024 in steps of 8 */
+#define HUGE_MIN_SIZE        (PAGE_SIZE << PAGE_MAX_ORDER)   /* above this: huge mappings */
+/* Requests above this fail with ENOMEM at once (glibc: PTRDIFF_MAX). */
+#define MALLOC_MAX_REQUEST   ((size_t)PTRDIFF_MAX - 2 * SEG_SIZE)
+
+/* The class caches (roots), NULL until kmalloc_init() ran. */
+extern struct uslab_cache *kmalloc_caches[KMALLOC_NR_CLASSES] USLAB_HIDDEN;
+extern uint8_t kmalloc_idx_small[KMALLOC_SMALL_MAX / 8 + 1] USLAB_HIDDEN;      /* (size + 7) >> 3 */
+extern uint8_t kmalloc_idx_big[KMALLOC_MAX_SIZE / 128 + 1] USLAB_HIDDEN;       /* (size + 127) >> 7 */
+extern uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES] USLAB_HIDDEN;
+
+/* Class index of a size <= KMALLOC_MAX_SIZE (0 maps to the 8-byte class). */
+static inline unsigned kmalloc_index(size_t size)
+{
+	return size <= KMALLOC_SMALL_MAX ? kmalloc_idx_small[(size + 7) >> 3] : kmalloc_idx_big[(size + 127) >> 7];
+}
+
+/* Everything that is not a slab-class hit with the caches ready: the first
+ * call (creates the caches), large and huge sizes, impossible sizes. */
+USLAB_HIDDEN void *kmalloc_slow(size_t size);
+
+/* The malloc fast path: a table lookup, then the cache's alloc fast path. */
+static inline void *kmalloc(size_t size)
+{
+	if (likely(size <= KMALLOC_MAX_SIZE)) {
+		struct uslab_cache *s = kmalloc_caches[kmalloc_index(size)];
+		if (likely(s != NULL))
+			return slab_alloc_fast(s);
+	}
+	return kmalloc_slow(size);
+}
+
+/* free() of anything that is not a slab object (p != NULL). */
+USLAB_HIDDEN void kfree_other(void *p, struct slab *d);
+
+static inline void kfree(void *p)
+{
+	if (unlikely(!p))
+		return;
+	struct slab *d = page_obj_slab(p);
+	if (likely(page_kind(d) == PK_SLAB)) {
+		slab_free_fast(d->cache, p);
+		return;
+	}
+	kfree_other(p, d);
+}
+
+/* A block above the kmalloc classes (or aligned beyond them), creating the
+ * classes first if needed; *zeroed (may be NULL) tells whether it is known
+ * to be zero. NULL with ENOMEM. */
+USLAB_HIDDEN void *kmalloc_big(size_t size, size_t align, bool *zeroed);
+/* size bytes aligned to align (a power of two); NULL with ENOMEM. */
+USLAB_HIDDEN void *kmalloc_aligned(size_t size, size_t align);
+/* Usable bytes of a live block; fatal report for a pointer that is not one
+ * (`what` names the entry point: "malloc_usable_size", "realloc"). */
+USLAB_HIDDEN size_t kmalloc_usable(const void *p, const char *what);
+/* Create the class caches (idempotent); false with ENOMEM if they could not
+ * be had. */
+USLAB_HIDDEN bool kmalloc_init(void);
+/* Bootstrap memory (allocations made while kmalloc_init() runs, re-entered
+ * from inside it): a static arena, never freed. */
+USLAB_HIDDEN bool kmalloc_is_boot(const void *p);
+USLAB_HIDDEN size_t kmalloc_boot_usable(const void *p);
+/* Flush this thread's CPU parts of every class cache and free every empty
+ * slab of them; returns the slabs freed. */
+USLAB_HIDDEN unsigned long kmalloc_shrink_all(void);
+/* Bytes in live slab objects of the class caches (stride-sized). */
+USLAB_HIDDEN uint64_t kmalloc_slab_bytes_in_use(void);
+
+/* ---- large.c ----------------------------------------------------------- */
+/* A block of at least size bytes (size <= HUGE_MIN_SIZE unless align says
+ * otherwise goes to the page allocator, else a huge mapping), aligned to
+ * align (a power of two, or 0). *zeroed (may be NULL) tells whether the
+ * memory is known to be zero. NULL with ENOMEM. */
+USLAB_HIDDEN void *large_alloc(size_t size, size_t align, bool *zeroed);
+/* Free a PK_LARGE block whose head descriptor is d; p must be its start. */
+USLAB_HIDDEN void large_free(struct slab *d, void *p);
+static inline size_t large_usable(const struct slab *d) { return (size_t)d->objects << PAGE_SHIFT; }
+/* Resize in place: true if the block at p now holds size bytes (shrinking
+ * gives the tail back). */
+USLAB_HIDDEN bool large_resize(struct slab *d, void *p, size_t size);
+/* Huge blocks: free (false if p is not the start of a live huge block, in
+ * which case nothing is done), usable size (0 if not one), resize in place. */
+USLAB_HIDDEN bool huge_free(void *p);
+USLAB_HIDDEN size_t huge_usable(const void *p);
+USLAB_HIDDEN bool huge_resize(void *p, size_t size);
+/* Was p a huge block that is now free (in the cache of freed mappings)? */
+USLAB_HIDDEN bool huge_is_freed(const void *p);
+/* Unmap every cached freed huge mapping; returns the bytes given back. */
+USLAB_HIDDEN size_t huge_release_all(void);
+
+struct large_info {
+	uint64_t large_bytes;    /* bytes in live PK_LARGE blocks */
+	uint64_t large_blocks;
+	uint64_t huge_bytes;     /* bytes mapped for live huge blocks */
+	uint64_t huge_blocks;
+	uint64_t huge_cached;    /* bytes of freed huge mappings kept for reuse */
+	uint64_t huge_max_blocks, huge_max_bytes;   /* high-water marks */
+};
+USLAB_HIDDEN void large_get_info(struct large_info *li);
+/* fork: hold and release large.c's lock (called by malloc.c's handlers). */
+USLAB_HIDDEN void large_fork_prepare(void);
+USLAB_HIDDEN void large_fork_release(void);
+
+/* ---- malloc.c: the family with its C semantics, shared by the uslab_*
+ * API and the libc names in override.c ----------------------------------- */
+USLAB_HIDDEN void *mf_malloc(size_t n);
+USLAB_HIDDEN void mf_free(void *p);
+USLAB_HIDDEN void *mf_calloc(size_t n, size_t size);
+USLAB_HIDDEN void *mf_realloc(void *p, size_t n);
+USLAB_HIDDEN void *mf_reallocarray(void *p, size_t n, size_t size);
+USLAB_HIDDEN int mf_posix_memalign(void **out, size_t align, size_t n);
+USLAB_HIDDEN void *mf_aligned_alloc(size_t align, size_t n);
+USLAB_HIDDEN void *mf_memalign(size_t align, size_t n);
+USLAB_HIDDEN void *mf_valloc(size_t n);
+USLAB_HIDDEN void *mf_pvalloc(size_t n);
+USLAB_HIDDEN size_t mf_usable_size(void *p);
+USLAB_HIDDEN void mf_free_sized(void *p, size_t n);
+USLAB_HIDDEN void mf_free_aligned_sized(void *p, size_t align, size_t n);
+USLAB_HIDDEN int mf_trim(size_t pad);
+/* mallinfo2's fields, in bytes or counts. */
+struct mf_info {
+	size_t arena;     /* bytes in segments mapped from the OS */
+	size_t ordblks;   /* free page blocks */
+	size_t hblks;     /* live huge mappings */
+	size_t hblkhd;    /* bytes in live huge mappings */
+	size_t uordblks;  /* bytes in live blocks inside segments (slab objects by stride, large blocks) */
+	size_t fordblks;  /* arena - uordblks: free pages, free slots, metadata */
+	size_t keepcost;  /* free bytes not yet given back (page cache and freed huge mappings) */
+	size_t max_hblks, max_hblkhd;
+};
+USLAB_HIDDEN void mf_get_info(struct mf_info *mi);
+USLAB_HIDDEN void mf_stats_print(int fd);
+
+#endif

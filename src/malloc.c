@@ -1,0 +1,267 @@
+/*
+ * The malloc family with C and glibc semantics, as hidden mf_* functions
+ * (override.c gives them the libc names; the uslab_* API below wraps them).
+ *
+ * Decisions (RELIABILITY.md, "Decisions that differ"):
+ *   - realloc(p, 0) frees p and returns NULL, as glibc; realloc(NULL, n) is
+ *     malloc(n). realloc keeps the pointer whenever the new size fits the
+ *     block's usable size; a failed realloc leaves the old block intact.
+ *   - Impossible sizes (above PTRDIFF_MAX less a little, or n * size
+ *     overflowing) return NULL with ENOMEM without touching anything.
+ *   - posix_memalign: EINVAL for an alignment that is not a power of two
+ *     multiple of sizeof(void *), *out untouched. aligned_alloc: EINVAL for
+ *     an alignment that is not a power of two (0 included) or above
+ *     PTRDIFF_MAX. memalign: alignments above SIZE_MAX/2+1 are EINVAL, other
+ *     non-powers of two are rounded up (as glibc).
+ *   - usable size is the class stride (slab), the kept pages (large) or the
+ *     page-rounded request (huge).
+ *   - Misuse is reported and aborts: free/realloc/malloc_usable_size of a
+ *     pointer that is not the start of a live block ("invalid free"), an
+ *     immediate double free ("double free").
+ *   - free never changes errno.
+ */
+#include "kmalloc.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+void *mf_malloc(size_t n)
+{
+	return kmalloc(n);
+}
+
+void mf_free(void *p)
+{
+	kfree(p);
+}
+
+void *mf_calloc(size_t n, size_t size)
+{
+	size_t total;
+	if (unlikely(__builtin_mul_overflow(n, size, &total))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (likely(total <= KMALLOC_MAX_SIZE)) {
+		void *p = kmalloc(total);
+		if (likely(p != NULL))
+			memset(p, 0, total);
+		return p;
+	}
+	bool zeroed = false;
+	void *p = kmalloc_big(total, 0, &zeroed);
+	if (p && !zeroed)
+		memset(p, 0, total);
+	return p;
+}
+
+/* Usable size of p for realloc, or fatal. */
+static size_t usable_or_die(void *p)
+{
+	return kmalloc_usable(p, "realloc");
+}
+
+void *mf_realloc(void *p, size_t n)
+{
+	if (!p)
+		return kmalloc(n);
+	if (n == 0) {
+		kfree(p);
+		return NULL;
+	}
+	size_t old;
+	struct slab *d = page_obj_slab(p);
+	unsigned k = page_kind(d);
+	if (likely(k == PK_SLAB)) {
+		struct uslab_cache *s = d->cache;
+		if (unlikely(!slab_obj_valid(s, d, p)))
+			report_fatal("invalid realloc at %p (not the start of an object of cache '%s')", p, s->name);
+		old = s->size;
+		if (n <= old)
+			return p;
+	} else if (k == PK_LARGE && p == page_address(d)) {
+		if (n <= MALLOC_MAX_REQUEST && large_resize(d, p, n))
+			return p;
+		old = large_usable(d);
+	} else if (d == &page_foreign && !kmalloc_is_boot(p)) {
+		if (huge_resize(p, n))
+			return p;
+		old = usable_or_die(p);
+	} else {
+		old = usable_or_die(p);   /* boot memory, or a fatal report */
+	}
+	if (n > MALLOC_MAX_REQUEST) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *q = kmalloc(n);
+	if (!q)
+		return NULL;
+	memcpy(q, p, MIN(old, n));
+	kfree(p);
+	return q;
+}
+
+void *mf_reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return mf_realloc(p, total);
+}
+
+void *mf_memalign(size_t align, size_t n)
+{
+	if (align > SIZE_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (align & (align - 1)) {
+		size_t a = 1;
+		while (a < align)
+			a <<= 1;
+		align = a;
+	}
+	return kmalloc_aligned(n, align);
+}
+
+int mf_posix_memalign(void **out, size_t align, size_t n)
+{
+	if (align < sizeof(void *) || (align & (align - 1)))
+		return EINVAL;
+	int e = errno;
+	void *p = kmalloc_aligned(n, align);
+	errno = e;   /* the result says it; errno as glibc leaves it */
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+void *mf_aligned_alloc(size_t align, size_t n)
+{
+	if (!align || (align & (align - 1)) || align > MALLOC_MAX_REQUEST) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return kmalloc_aligned(n, align);
+}
+
+void *mf_valloc(size_t n)
+{
+	return kmalloc_aligned(n, PAGE_SIZE);
+}
+
+void *mf_pvalloc(size_t n)
+{
+	if (n > SIZE_MAX - PAGE_SIZE) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return kmalloc_aligned(ALIGN_UP(n, PAGE_SIZE), PAGE_SIZE);
+}
+
+size_t mf_usable_size(void *p)
+{
+	return p ? kmalloc_usable(p, "malloc_usable_size") : 0;
+}
+
+void mf_free_sized(void *p, size_t n)
+{
+	kfree(p);
+}
+
+void mf_free_aligned_sized(void *p, size_t align, size_t n)
+{
+	kfree(p);
+}
+
+/* ---- trim, mallinfo, malloc_stats ------------------------------------------ */
+
+int mf_trim(size_t pad)
+{
+	struct page_info before, after;
+	page_get_info(&before);
+	unsigned long slabs = kmalloc_shrink_all();
+	page_release_all();
+	size_t huge = huge_release_all();
+	page_get_info(&after);
+	return slabs || huge || before.dirty_bytes || after.mapped_bytes < before.mapped_bytes;
+}
+
+void mf_get_info(struct mf_info *mi)
+{
+	struct page_info pi;
+	struct large_info li;
+	memset(mi, 0, sizeof *mi);
+	page_get_info(&pi);
+	large_get_info(&li);
+	mi->arena = pi.mapped_bytes;
+	for (unsigned o = 0; o <= PAGE_MAX_ORDER; o++)
+		mi->ordblks += pi.free_blocks[o];
+	mi->hblks = li.huge_blocks;
+	mi->hblkhd = li.huge_bytes;
+	mi->uordblks = kmalloc_slab_bytes_in_use() + li.large_bytes;
+	mi->fordblks = mi->arena > mi->uordblks ? mi->arena - mi->uordblks : 0;
+	mi->keepcost = pi.dirty_bytes + li.huge_cached;
+	mi->max_hblks = li.huge_max_blocks;
+	mi->max_hblkhd = li.huge_max_bytes;
+}
+
+void mf_stats_print(int fd)
+{
+	struct mf_info mi;
+	char buf[512];
+	mf_get_info(&mi);
+	size_t n = fmt_buf(buf, sizeof buf,
+			   "Arena 0:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
+			   "Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
+			   "max mmap regions = %10zu\nmax mmap bytes   = %10zu\n",
+			   mi.arena, mi.uordblks, mi.arena + mi.hblkhd, mi.uordblks + mi.hblkhd, mi.max_hblks,
+			   mi.max_hblkhd);
+	int e = errno;
+	for (size_t off = 0; off < n;) {
+		ssize_t w = write(fd, buf + off, n - off);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	errno = e;
+}
+
+/* ---- the uslab_* API (include/uslab.h, "malloc family") ------------------ */
+
+void *uslab_malloc(size_t size) { return mf_malloc(size); }
+void uslab_free(void *p) { mf_free(p); }
+void *uslab_calloc(size_t n, size_t size) { return mf_calloc(n, size); }
+void *uslab_realloc(void *p, size_t size) { return mf_realloc(p, size); }
+void *uslab_reallocarray(void *p, size_t n, size_t size) { return mf_reallocarray(p, n, size); }
+int uslab_posix_memalign(void **out, size_t align, size_t size) { return mf_posix_memalign(out, align, size); }
+void *uslab_aligned_alloc(size_t align, size_t size) { return mf_aligned_alloc(align, size); }
+void *uslab_memalign(size_t align, size_t size) { return mf_memalign(align, size); }
+void *uslab_valloc(size_t size) { return mf_valloc(size); }
+void *uslab_pvalloc(size_t size) { return mf_pvalloc(size); }
+size_t uslab_malloc_usable_size(void *p) { return mf_usable_size(p); }
+void uslab_free_sized(void *p, size_t size) { mf_free_sized(p, size); }
+void uslab_free_aligned_sized(void *p, size_t align, size_t size) { mf_free_aligned_sized(p, align, size); }
+int uslab_malloc_trim(size_t pad) { return mf_trim(pad); }
+void uslab_malloc_stats_print_fd(int fd) { mf_stats_print(fd); }
+
+int uslab_malloc_get_info(struct uslab_malloc_info *info)
+{
+	if (!info || info->version != USLAB_MALLOC_INFO_VERSION) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct mf_info mi;
+	mf_get_info(&mi);
+	info->segment_bytes = mi.arena;
+	info->in_use_bytes = mi.uordblks + mi.hblkhd;
+	info->huge_blocks = mi.hblks;
+	info->huge_bytes = mi.hblkhd;
+	info->cached_bytes = mi.keepcost;
+	return 0;
+}

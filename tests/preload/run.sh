@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# Real programs through LD_PRELOAD=libuslab-malloc.so, each compared with a
+# run on glibc's malloc (RELIABILITY.md row 56):
+#
+#   python  CPython's own test suite (24 modules: threads, containers,
+#           strings, regular expressions, I/O, pickling) with
+#           PYTHONMALLOC=malloc; the same modules must pass and fail.
+#   sqlite  sqlite3 builds a database of 20,000 generated rows (indexes,
+#           joins, window functions, updates, deletes, VACUUM, integrity
+#           check); the output must be identical.
+#   git     git init/add/commit/log/gc/fsck on a generated repository of
+#           400 files and 30 commits (fixed author and dates); identical
+#           output, so identical object ids.
+#   interpose  a small C program (getline of varied line lengths, fork, a
+#           thread), as glibc's tst-interpose; identical output.
+#
+#   tests/preload/run.sh LIBUSLAB_MALLOC_SO [python sqlite git interpose ...]
+#
+# A part whose program is missing is skipped with a message (.ci/run
+# installs python3 + libpython3.11-testsuite, sqlite3 and git). Any
+# "uslab:" line on stderr fails the part. Exit status 0 when every part
+# that ran matched.
+set -uo pipefail
+LIB=${1:?usage: run.sh path/to/libuslab-malloc.so [parts...]}
+shift
+LIB=$(readlink -f "$LIB")
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(interpose sqlite git python)
+PY=/usr/bin/python3   # Debian's: its test package is libpython3.X-testsuite
+WORK=$(mktemp -d /tmp/uslab-preload.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+fail=0
+
+say() { printf '%s\n' "$*"; }
+bad() { say "FAIL $*"; fail=1; }
+
+# run_both NAME CMD...: run CMD under glibc (WORK/NAME.glibc.*) and under
+# uslab (WORK/NAME.uslab.*), stdout and stderr apart; sets rc_glibc/rc_uslab.
+run_both() {
+	local name=$1
+	shift
+	local t0=$SECONDS
+	(cd "$WORK/$name.glibc.d" && "$@") >"$WORK/$name.glibc.out" 2>"$WORK/$name.glibc.err"
+	rc_glibc=$?
+	local t1=$SECONDS
+	(cd "$WORK/$name.uslab.d" && LD_PRELOAD="$LIB" "$@") >"$WORK/$name.uslab.out" 2>"$WORK/$name.uslab.err"
+	rc_uslab=$?
+	say "  $name: glibc rc $rc_glibc ($((t1 - t0)) s), uslab rc $rc_uslab ($((SECONDS - t1)) s)"
+	if grep -q "uslab:" "$WORK/$name.uslab.err"; then
+		bad "$name: allocator messages:"
+		grep "uslab:" "$WORK/$name.uslab.err" | head -5
+	fi
+}
+
+prepare() { rm -rf "$WORK/$1.glibc.d" "$WORK/$1.uslab.d"; mkdir -p "$WORK/$1.glibc.d" "$WORK/$1.uslab.d"; }
+
+same_output() {
+	local name=$1
+	if [ "$rc_glibc" != 0 ]; then
+		bad "$name: fails under glibc already (rc $rc_glibc):"
+		tail -5 "$WORK/$name.glibc.err"
+	elif [ "$rc_glibc" != "$rc_uslab" ]; then
+		bad "$name: exit status differs (glibc $rc_glibc, uslab $rc_uslab)"
+		tail -5 "$WORK/$name.uslab.err"
+	elif ! cmp -s "$WORK/$name.glibc.out" "$WORK/$name.uslab.out"; then
+		bad "$name: output differs from glibc's:"
+		diff "$WORK/$name.glibc.out" "$WORK/$name.uslab.out" | head -20
+	else
+		say "ok   $name: same output as glibc ($(wc -l <"$WORK/$name.uslab.out") lines)"
+	fi
+}
+
+# ---- sqlite ------------------------------------------------------------------
+part_sqlite() {
+	command -v sqlite3 >/dev/null || { say "skip sqlite: sqlite3 not installed"; return; }
+	cat >"$WORK/sqlite.sql" <<'EOF'
+PRAGMA page_size = 4096;
+PRAGMA cache_size = -8000;
+CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT NOT NULL, grp INTEGER, price REAL, note TEXT);
+CREATE TABLE grp(id INTEGER PRIMARY KEY, label TEXT);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000)
+INSERT INTO item SELECT x, 'item-' || x || '-' || substr('abcdefghijklmnopqrstuvwxyz', 1 + x % 26, 1 + x % 7),
+       x % 97, round((x * 7919 % 10007) / 3.0, 2), printf('%.*c', 1 + (x * 31) % 300, 'n') FROM c;
+WITH RECURSIVE c(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM c WHERE x < 96)
+INSERT INTO grp SELECT x, 'group ' || x FROM c;
+CREATE INDEX item_grp ON item(grp, price);
+CREATE INDEX item_name ON item(name);
+SELECT count(*), sum(price), max(length(note)) FROM item;
+SELECT g.label, count(*), round(avg(i.price), 3), min(i.name) FROM item i JOIN grp g ON g.id = i.grp
+ GROUP BY g.id ORDER BY count(*) DESC, g.id LIMIT 15;
+SELECT name, price, rank() OVER (PARTITION BY grp ORDER BY price DESC, id) AS r FROM item
+ WHERE grp IN (3, 50) ORDER BY grp, r LIMIT 20;
+SELECT count(*) FROM item WHERE name LIKE 'item-1%-c%';
+UPDATE item SET note = note || note WHERE id % 3 = 0;
+DELETE FROM item WHERE id % 5 = 0;
+SELECT count(*), sum(length(note)) FROM item;
+SELECT group_concat(id, ',') FROM (SELECT id FROM item ORDER BY price DESC, id LIMIT 40);
+CREATE TABLE big AS SELECT a.id * 1000 + b.id AS k, a.name || b.label AS v FROM item a, grp b WHERE a.id < 400;
+SELECT count(*), count(DISTINCT v), sum(k) FROM big;
+VACUUM;
+PRAGMA integrity_check;
+SELECT json_group_array(json_object('id', id, 'n', name)) FROM (SELECT * FROM item ORDER BY id LIMIT 5);
+EOF
+	prepare sqlite
+	run_both sqlite sh -c "sqlite3 db.sqlite < '$WORK/sqlite.sql' && sqlite3 db.sqlite 'SELECT count(*) FROM item; PRAGMA quick_check;'"
+	same_output sqlite
+}
+
+# ---- git ---------------------------------------------------------------------
+part_git() {
+	command -v git >/dev/null || { say "skip git: git not installed"; return; }
+	cat >"$WORK/git.sh" <<'EOF'
+set -e
+export GIT_AUTHOR_NAME=uslab GIT_AUTHOR_EMAIL=uslab@example.invalid
+export GIT_COMMITTER_NAME=uslab GIT_COMMITTER_EMAIL=uslab@example.invalid
+export GIT_CONFIG_NOSYSTEM=1 HOME=$PWD
+git init -q -b main repo
+cd repo
+git config gc.auto 0
+mkdir -p d0 d1 d2 d3 d4 d5 d6
+for c in $(seq 1 30); do
+	export GIT_AUTHOR_DATE="2020-01-01T00:$(printf %02d $c):00Z" GIT_COMMITTER_DATE="2020-01-01T00:$(printf %02d $c):00Z"
+	for f in $(seq 1 $((c < 2 ? 400 : 15))); do
+		n=$(( (c * 131 + f * 17) % 400 ))
+		seq $((n * c)) $((n * c + f * 13 + c)) | sed "s/^/line $c $f /" > "d$((n % 7))/file$n.txt"
+	done
+	git add -A
+	git commit -q -m "commit $c" -m "$(seq 1 $c | tr '\n' ' ')"
+done
+git log --stat --format='%H %s' | head -200
+git log --oneline | wc -l
+git rev-list --objects --all | wc -l
+git diff HEAD~10 HEAD --stat | tail -3
+git gc -q --aggressive
+git count-objects -v | grep -E '^(count|in-pack|packs)'
+git fsck --full --strict 2>&1
+git verify-pack -v .git/objects/pack/*.idx | tail -2 | cut -c1-60
+git archive HEAD | sha256sum
+EOF
+	prepare git
+	run_both git bash "$WORK/git.sh"
+	same_output git
+}
+
+# ---- interposition program -----------------------------------------------------
+part_interpose() {
+	command -v cc >/dev/null || { say "skip interpose: no C compiler"; return; }
+	cat >"$WORK/interpose.c" <<'EOF'
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void lines(const char *tag)
+{
+	static const int len[] = { 0, 45, 80, 2, 8201, 0, 17 };
+	char path[] = "/tmp/uslab-interpose-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w+");
+	for (unsigned i = 0; i < 7; i++) {
+		for (int j = 0; j < len[i]; j++)
+			fputc('a' + j % 26, f);
+		fputc('\n', f);
+	}
+	rewind(f);
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	unsigned long sum = 0;
+	while ((n = getline(&line, &cap, f)) >= 0)
+		sum = sum * 31 + (unsigned long)n;
+	free(line);
+	fclose(f);
+	unlink(path);
+	printf("%s: %lu\n", tag, sum);
+}
+static void *thr(void *a) { lines("thread"); return NULL; }
+int main(void)
+{
+	void *brk0 = sbrk(0);
+	lines("main");
+	pthread_t t;
+	pthread_create(&t, NULL, thr, NULL);
+	pthread_join(t, NULL);
+	fflush(stdout);
+	pid_t p = fork();
+	if (p == 0) {
+		lines("child");
+		exit(0);
+	}
+	int st;
+	waitpid(p, &st, 0);
+	char *s = strdup("strdup"), *a = aligned_alloc(64, 100);
+	printf("%s %d %d brk %s\n", s, (int)((unsigned long)a % 64), WEXITSTATUS(st),
+	       sbrk(0) == brk0 ? "unchanged" : "moved");
+	free(s);
+	free(a);
+	return 0;
+}
+EOF
+	cc -O1 -pthread -o "$WORK/interpose" "$WORK/interpose.c" || { bad "interpose: does not build"; return; }
+	prepare interpose
+	run_both interpose "$WORK/interpose"
+	# glibc's own malloc may move brk; ours must not.
+	sed -i 's/ brk moved/ brk unchanged/' "$WORK/interpose.glibc.out"
+	same_output interpose
+}
+
+# ---- CPython's test suite ---------------------------------------------------------
+PY_TESTS="test_threading test_thread test_queue test_list test_dict test_set test_deque
+test_collections test_unicode test_bytes test_string test_re test_fileio test_memoryio
+test_file test_bufio test_json test_struct test_array test_heapq test_pickle test_itertools
+test_sort test_weakref"
+
+# The "N tests failed/skipped..." lists of a regrtest summary, one name a line.
+py_summary() {
+	awk '/^[0-9]+ tests? (failed|skipped|altered|omitted|failed again|run no tests)/ { sect = $0; sub(/^[0-9]+ tests? /, "", sect); sub(/:.*/, "", sect); next }
+	     /^All [0-9]+ tests OK/ { print "all ok"; next }
+	     /^[0-9]+ tests? OK/ { print "ok count " $1; next }
+	     sect != "" && /^    / { for (i = 1; i <= NF; i++) print sect ": " $i; next }
+	     { sect = "" }' "$1" | sort
+}
+
+part_python() {
+	[ -x "$PY" ] || { say "skip python: $PY not installed"; return; }
+	"$PY" -c 'import test.libregrtest, test.test_list' 2>/dev/null ||
+		{ say "skip python: CPython's test package is missing (Debian: libpython3.11-testsuite)"; return; }
+	prepare python
+	# -j0 would use every core; the suite runs one module at a time here.
+	run_both python env PYTHONMALLOC=malloc "$PY" -m test --timeout 600 $PY_TESTS
+	py_summary "$WORK/python.glibc.out" >"$WORK/python.glibc.sum"
+	py_summary "$WORK/python.uslab.out" >"$WORK/python.uslab.sum"
+	if [ "$rc_glibc" != "$rc_uslab" ] || ! cmp -s "$WORK/python.glibc.sum" "$WORK/python.uslab.sum"; then
+		bad "python: pass set differs (glibc rc $rc_glibc, uslab rc $rc_uslab)"
+		diff "$WORK/python.glibc.sum" "$WORK/python.uslab.sum" | head -20
+		tail -30 "$WORK/python.uslab.out"
+	else
+		say "ok   python: same pass set as glibc ($(tr '\n' ';' <"$WORK/python.uslab.sum"))"
+	fi
+}
+
+say "preload: $LIB"
+for p in "${parts[@]}"; do
+	case $p in
+	python | sqlite | git | interpose) "part_$p" ;;
+	*) say "unknown part '$p' (python sqlite git interpose)"; exit 2 ;;
+	esac
+done
+[ $fail = 0 ] && say "preload: all parts match glibc" || say "preload: FAILED"
+exit $fail
