@@ -28,8 +28,9 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	size_t i = 0;
 	if (!c) {   /* debug caches and exiting threads: one at a time */
 		for (; i < nr; i++)
-			if (!(objs[i] = s->debug ? debug_alloc(s, __builtin_return_address(0)) : slab_alloc_nocpu(s)))
-				goto fail;   /* each was counted as a slow-path allocation */
+			if (!(objs[i] = s->debug ? debug_alloc(s, __builtin_return_address(0), USLAB_STAT_ALLOC_BULK)
+						 : slab_alloc_nocpu(s)))
+				goto fail;   /* each was counted (ALLOC_BULK or ALLOC_SLOWPATH) */
 		return nr;
 	}
 	while (i < nr) {
@@ -73,14 +74,8 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		report_fatal("free_bulk of %zu objects to a NULL cache", nr);
 	struct uslab_cache *named = s;
 	s = cache_root(s);
-	if (s->debug) {   /* every object through the debug checks */
-		for (size_t i = 0; i < nr; i++)
-			if (objs[i])
-				slab_free_slow(named, page_obj_slab(objs[i]), objs[i], NULL, __builtin_return_address(0));
-		return;
-	}
-	struct cpu_cache *c = cpu_this(s);
-	if (!c || c->cache != s)
+	struct cpu_cache *c = s->debug ? NULL : cpu_this(s);
+	if (!s->debug && (!c || c->cache != s))
 		c = cpu_get(s);   /* NULL for exiting threads: no CPU slab to use */
 	void *chunk[BULK_CHUNK];
 	struct slab *slabs[BULK_CHUNK];
@@ -94,12 +89,18 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 			struct slab *slab = page_obj_slab(x);
 			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
 				slab_bad_free(named, slab, x, "invalid free");
+			if (s->debug) {   /* one at a time, through every debug check */
+				debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
+				continue;
+			}
 			track_free(x, s->object_size);
 			chunk[n] = x;
 			slabs[n++] = slab;
 		}
-		slab_free_objs(s, c, chunk, slabs, n);
+		if (n)
+			slab_free_objs(s, c, chunk, slabs, n);
 		freed += n;
 	}
-	stat_add(s, c, USLAB_STAT_FREE_BULK, freed);
+	if (freed)
+		stat_add(s, c, USLAB_STAT_FREE_BULK, freed);
 }

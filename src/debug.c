@@ -294,7 +294,7 @@ static const char *alloc_checks(struct uslab_cache *s, struct slab *slab, void *
 	return bug;
 }
 
-void *debug_alloc(struct uslab_cache *s, void *caller)
+void *debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as)
 {
 	struct node *n = &s->node;
 	for (;;) {
@@ -325,9 +325,17 @@ void *debug_alloc(struct uslab_cache *s, void *caller)
 		track_alloc(x, s->object_size);   /* it is being handed out: the checks read it */
 		const char *bug = alloc_checks(s, slab, x);
 		if (bug) {
+			/* With report_continue the bad object stays allocated
+			 * (leaked): make it look allocated to validation, and
+			 * count it, so that active_objects includes it. */
+			if (s->debug & DBG_Z) {
+				*(size_t *)((char *)x + s->orig_off) = s->object_size;
+				set_redzones(s, x, RED_ACTIVE);
+			}
 			pthread_mutex_unlock(&n->list_lock);
 			report_done(s, x, bug);
-			continue;   /* the bad object stays allocated (leaked); take another */
+			stat_inc(s, NULL, counted_as);
+			continue;   /* take another */
 		}
 		if (s->debug & DBG_Z) {
 			*(size_t *)((char *)x + s->orig_off) = s->object_size;
@@ -339,12 +347,12 @@ void *debug_alloc(struct uslab_cache *s, void *caller)
 			report_line("TRACE %s alloc %p inuse=%u fp=%p caller=%p", s->name, x, fc_inuse(fc) + 1, next,
 				    caller);
 		pthread_mutex_unlock(&n->list_lock);
-		stat_inc(s, NULL, USLAB_STAT_ALLOC_SLOWPATH);
+		stat_inc(s, NULL, counted_as);
 		return x;
 	}
 }
 
-void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller)
+void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller, enum uslab_stat_item counted_as)
 {
 	struct node *n = &s->node;
 	pthread_mutex_lock(&n->list_lock);
@@ -393,15 +401,15 @@ void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller)
 		remove_partial_locked(n, slab);
 	track_free(x, s->object_size);
 	pthread_mutex_unlock(&n->list_lock);
-	stat_inc(s, NULL, USLAB_STAT_FREE_SLOWPATH);
+	stat_inc(s, NULL, counted_as);
 	if (discard)
 		slab_discard(s, NULL, slab);
 	return;
 bad:
 	pthread_mutex_unlock(&n->list_lock);
 	report_done(s, x, bug);
-	/* the object is left as it is: a second free of it changes nothing */
-	stat_inc(s, NULL, USLAB_STAT_FREE_SLOWPATH);
+	/* report_continue: the object is left as it is (leaked, still counted
+	 * as allocated); a second free of it changes nothing */
 }
 
 void debug_set_orig_size(struct uslab_cache *s, void *x, size_t size)

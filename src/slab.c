@@ -488,7 +488,7 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller)
 	if (unlikely(atomic_load_explicit(&export_active, memory_order_relaxed)))
 		export_poll();
 	if (unlikely(s->debug))
-		return debug_alloc(s, caller);
+		return debug_alloc(s, caller, USLAB_STAT_ALLOC_SLOWPATH);
 	if (!c || c->cache != s) {
 		c = cpu_get(s);
 		if (!c)
@@ -685,7 +685,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
 		slab_bad_free(named, slab, x, "invalid free");
 	if (unlikely(s->debug)) {
-		debug_free(s, slab, x, caller);
+		debug_free(s, slab, x, caller, USLAB_STAT_FREE_SLOWPATH);
 		return;
 	}
 	if (unlikely(!c || c->cache != s))

@@ -348,8 +348,10 @@ USLAB_HIDDEN unsigned debug_flags_for(const char *name, unsigned long flags);
 USLAB_HIDDEN size_t debug_layout(struct uslab_cache *s, size_t size, size_t align);
 /* Initialize a new slab's objects (red zones inactive, poison, no tracks). */
 USLAB_HIDDEN void debug_init_slab(struct uslab_cache *s, struct slab *slab);
-USLAB_HIDDEN void *debug_alloc(struct uslab_cache *s, void *caller);
-USLAB_HIDDEN void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller);
+/* counted_as: the event a success counts (ALLOC/FREE_SLOWPATH, or _BULK) */
+USLAB_HIDDEN void *debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as);
+USLAB_HIDDEN void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller,
+			     enum uslab_stat_item counted_as);
 /* Check every object of every slab (debug caches), reporting each bad one
  * once; returns the number of problems. Node lock held by the caller. */
 USLAB_HIDDEN long debug_validate_locked(struct uslab_cache *s);
