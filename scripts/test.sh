@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Build and run the whole test suite: a normal build, an AddressSanitizer +
-# UBSan build and a ThreadSanitizer build, each under CTest.
+# UBSan build and a ThreadSanitizer build, each under CTest; the normal build
+# again with slub_debug on every cache; and the operation fuzzer.
 #
-#   bash scripts/test.sh [normal|asan|tsan ...]     (default: all three)
+#   bash scripts/test.sh [normal|asan|tsan|debug|fuzz ...]   (default: all five)
 #
-# Build directories: build-test, build-asan, build-tsan (beside this repo's
-# CMakeLists.txt). Needs cmake, ninja (or make) and gcc with its sanitizer
-# runtimes (Debian 12: build-essential cmake ninja-build).
+#   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
+#          (every cache debugged); it must pass and no debug report (BUG,
+#          FIX, validate lines) may appear in any test's output.
+#   fuzz:  tests/fuzz/run.sh for FUZZ_SECONDS (default 60) seconds.
+#
+# Build directories: build-test (normal, debug), build-asan, build-tsan,
+# build-fuzz (beside this repo's CMakeLists.txt). Needs cmake, ninja (or
+# make) and gcc with its sanitizer runtimes, and for fuzz clang with
+# libclang-rt-14-dev (Debian 12: build-essential cmake ninja-build clang
+# libclang-rt-14-dev).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${JOBS:-2}
@@ -14,15 +22,21 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan)
+[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug fuzz)
 
 run_variant() {
 	local name=$1 dir san
 	case $name in
 	normal) dir=build-test; san="" ;;
+	debug)  dir=build-test; san="" ;;
 	asan)   dir=build-asan; san=address ;;
 	tsan)   dir=build-tsan; san=thread ;;
-	*) echo "test.sh: unknown variant '$name' (normal, asan, tsan)" >&2; exit 2 ;;
+	fuzz)
+		local t0=$SECONDS
+		bash "$ROOT/tests/fuzz/run.sh" "${FUZZ_SECONDS:-60}"
+		echo "=== fuzz: $((SECONDS - t0)) s ==="
+		return ;;
+	*) echo "test.sh: unknown variant '$name' (normal, asan, tsan, debug, fuzz)" >&2; exit 2 ;;
 	esac
 	echo "=== $name build ($dir) ==="
 	cmake -S "$ROOT" -B "$ROOT/$dir" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -35,7 +49,25 @@ run_variant() {
 		pre=(setarch "$(uname -m)" -R)
 	fi
 	local t0=$SECONDS
-	"${pre[@]}" ctest --test-dir "$ROOT/$dir" --output-on-failure -j "$JOBS"
+	if [ "$name" = debug ]; then
+		# Every cache debugged: the whole suite, its full output kept to
+		# look for reports (a passing test must not have caused any).
+		local log=$ROOT/$dir/debug-ctest.log
+		if ! USLAB_OPTIONS=slub_debug=FZPU ctest --test-dir "$ROOT/$dir" --output-on-failure -V -j "$JOBS" \
+			>"$log" 2>&1; then
+			grep -a -v '^[0-9]*: ' "$log" | tail -n 40
+			echo "debug variant: failures (full output: $log)" >&2
+			grep -a -E '^[0-9]+: (.*CHECK failed|death test|report test)' "$log" | head -n 40 >&2
+			exit 1
+		fi
+		if grep -a -E '^[0-9]+: uslab: (BUG |FIX |validate: )' "$log" >&2; then
+			echo "debug variant: the suite passed but slub_debug reported the lines above ($log)" >&2
+			exit 1
+		fi
+		grep -a -E '^ *[0-9]+/[0-9]+ Test|tests passed' "$log"
+	else
+		"${pre[@]}" ctest --test-dir "$ROOT/$dir" --output-on-failure -j "$JOBS"
+	fi
 	echo "=== $name: $((SECONDS - t0)) s ==="
 }
 
