@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Build and run the whole test suite: a normal build, an AddressSanitizer +
 # UBSan build and a ThreadSanitizer build, each under CTest; the normal build
-# again with slub_debug on every cache; and the operation fuzzer.
+# again with slub_debug on every cache; the operation fuzzer; and an ASan
+# build in which ASan itself sees uslab's objects.
 #
-#   bash scripts/test.sh [normal|asan|tsan|debug|fuzz ...]   (default: all five)
+#   bash scripts/test.sh [normal|asan|tsan|debug|fuzz|track ...]   (default: all six)
 #
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
 #          FIX, validate lines) may appear in any test's output.
 #   fuzz:  tests/fuzz/run.sh for FUZZ_SECONDS (default 60) seconds.
+#   track: -DUSLAB_TRACK=asan (objects poisoned while free): test_track.
 #
 # Build directories: build-test (normal, debug), build-asan, build-tsan,
-# build-fuzz (beside this repo's CMakeLists.txt). Needs cmake, ninja (or
+# build-track, build-fuzz (beside this repo's CMakeLists.txt). Needs cmake, ninja (or
 # make) and gcc with its sanitizer runtimes, and for fuzz clang with
 # libclang-rt-14-dev (Debian 12: build-essential cmake ninja-build clang
 # libclang-rt-14-dev).
@@ -22,7 +24,7 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug fuzz)
+[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug fuzz track)
 
 run_variant() {
 	local name=$1 dir san
@@ -31,12 +33,19 @@ run_variant() {
 	debug)  dir=build-test; san="" ;;
 	asan)   dir=build-asan; san=address ;;
 	tsan)   dir=build-tsan; san=thread ;;
+	track)   # ASan sees uslab's objects as heap blocks (USLAB_TRACK=asan): test_track only,
+		 # since the misuse tests expect uslab's own reports, which ASan would preempt
+		cmake -S "$ROOT" -B "$ROOT/build-track" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+			-DUSLAB_SANITIZE=address -DUSLAB_TRACK=asan >/dev/null
+		cmake --build "$ROOT/build-track" -j "$JOBS" --target test_track
+		ctest --test-dir "$ROOT/build-track" --output-on-failure -R '^test_track$'
+		return ;;
 	fuzz)
 		local t0=$SECONDS
 		bash "$ROOT/tests/fuzz/run.sh" "${FUZZ_SECONDS:-60}"
 		echo "=== fuzz: $((SECONDS - t0)) s ==="
 		return ;;
-	*) echo "test.sh: unknown variant '$name' (normal, asan, tsan, debug, fuzz)" >&2; exit 2 ;;
+	*) echo "test.sh: unknown variant '$name' (normal, asan, tsan, debug, fuzz, track)" >&2; exit 2 ;;
 	esac
 	echo "=== $name build ($dir) ==="
 	cmake -S "$ROOT" -B "$ROOT/$dir" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
