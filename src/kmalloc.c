@@ -236,7 +236,10 @@ void *kmalloc_aligned(size_t size, size_t align)
 				p2 <<= 1;
 			i = kmalloc_index(p2);
 		}
-		return slab_alloc_fast(kmalloc_caches[i]);
+		/* Debug caches put a red zone before each object: no alignment
+		 * beyond 8 there, so aligned blocks come from whole pages. */
+		if (likely(!kmalloc_caches[i]->debug))
+			return slab_alloc_fast(kmalloc_caches[i]);
 	}
 	return kmalloc_big(size, align, NULL);
 }
@@ -278,7 +281,7 @@ size_t kmalloc_usable(const void *p, const char *what)
 	if (likely(k == PK_SLAB)) {
 		struct uslab_cache *s = d->cache;
 		if (likely(slab_obj_valid(s, d, p)))
-			return s->size;
+			return kmalloc_obj_usable(s);
 		report_fatal("invalid %s at %p (not the start of an object of cache '%s')", what, p, s->name);
 	}
 	if (k == PK_LARGE && p == page_address(d))

@@ -55,6 +55,14 @@ static inline void *kmalloc(size_t size)
 	return kmalloc_slow(size);
 }
 
+/* Usable bytes of an object of slab cache s: the whole stride (the free
+ * pointer only matters once it is free), but only the object in debug
+ * caches, whose stride holds red zones and tracks. */
+static inline size_t kmalloc_obj_usable(const struct uslab_cache *s)
+{
+	return unlikely(s->debug) ? s->object_size : s->size;
+}
+
 /* free() of anything that is not a slab object (p != NULL). */
 USLAB_HIDDEN void kfree_other(void *p, struct slab *d);
 

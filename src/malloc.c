@@ -77,7 +77,7 @@ void *mf_realloc(void *p, size_t n)
 		struct uslab_cache *s = d->cache;
 		if (unlikely(!slab_obj_valid(s, d, p)))
 			report_fatal("invalid realloc at %p (not the start of an object of cache '%s')", p, s->name);
-		old = s->size;
+		old = kmalloc_obj_usable(s);
 		if (n <= old)
 			return p;
 	} else if (k == PK_LARGE && p == page_address(d)) {

@@ -546,13 +546,13 @@ static void die_free_mmap(void *arg)
 
 static void test_misuse(void)
 {
-	CHECK_DEATH("free of a stack address", die_free_stack, NULL, "uslab: fatal: invalid free");
-	CHECK_DEATH("free of a global", die_free_global, NULL, "uslab: fatal: invalid free");
-	CHECK_DEATH("free of user mmap", die_free_mmap, NULL, "uslab: fatal: invalid free");
+	CHECK_DEATH("free of a stack address", die_free_stack, NULL, "uslab: fatal:", "invalid free");
+	CHECK_DEATH("free of a global", die_free_global, NULL, "uslab: fatal:", "invalid free");
+	CHECK_DEATH("free of user mmap", die_free_mmap, NULL, "uslab: fatal:", "invalid free");
 	size_t sizes[] = { 48, 3000, 100000, 1 << 20, 8 << 20 };
 	for (unsigned i = 0; i < 5; i++) {
-		CHECK_DEATH("interior free", die_free_interior, (void *)sizes[i], "uslab: fatal: invalid free");
-		CHECK_DEATH("double free", die_double_free, (void *)sizes[i], "uslab: fatal: double free");
+		CHECK_DEATH("interior free", die_free_interior, (void *)sizes[i], "uslab: fatal:", "invalid free");
+		CHECK_DEATH("double free", die_double_free, (void *)sizes[i], "uslab: fatal:", "double free");
 	}
 	CHECK_DEATH("realloc of a stack address", die_realloc_bad, NULL, "uslab: fatal: invalid realloc");
 	CHECK_DEATH("usable_size of a global", die_usable_bad, NULL, "uslab: fatal: invalid malloc_usable_size");
