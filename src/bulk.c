@@ -28,7 +28,7 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	size_t i = 0;
 	if (!c) {   /* debug caches and exiting threads: one at a time */
 		for (; i < nr; i++)
-			if (!(objs[i] = s->debug ? debug_alloc(s, __builtin_return_address(0), USLAB_STAT_ALLOC_BULK)
+			if (!(objs[i] = s->debug ? debug_alloc(s, __builtin_return_address(0), USLAB_STAT_ALLOC_BULK, 0)
 						 : slab_alloc_nocpu(s)))
 				goto fail;   /* each was counted (ALLOC_BULK or ALLOC_SLOWPATH) */
 		return nr;

@@ -92,7 +92,13 @@ static struct cpu_thread *thread_create(void)
 	if (!t)
 		return NULL;
 	memset(t, 0, sizeof *t);
-	if (pthread_setspecific(cpu_key, t)) {
+	/* pthread_setspecific may calloc (glibc, for keys past the first 32):
+	 * with the malloc family that comes back here; meanwhile this thread
+	 * has no CPU part and takes the CPU-less paths. */
+	cpu_tls.creating = true;
+	int err = pthread_setspecific(cpu_key, t);
+	cpu_tls.creating = false;
+	if (err) {
 		slab_free_nocpu(&cache_thread_cache, t);
 		return NULL;
 	}
@@ -131,7 +137,7 @@ static bool slots_grow(struct cpu_thread *t, unsigned id)
 struct cpu_cache *cpu_get(struct uslab_cache *s)
 {
 	struct cpu_thread *t = cpu_tls.thread;
-	if (cpu_tls.dead || s->internal)
+	if (cpu_tls.dead || cpu_tls.creating || s->internal)
 		return NULL;
 	if (!t && !(t = thread_create()))
 		return NULL;

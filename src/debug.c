@@ -294,7 +294,7 @@ static const char *alloc_checks(struct uslab_cache *s, struct slab *slab, void *
 	return bug;
 }
 
-void *debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as)
+void *debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as, size_t asked)
 {
 	struct node *n = &s->node;
 	for (;;) {
@@ -338,7 +338,8 @@ void *debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item coun
 			continue;   /* take another */
 		}
 		if (s->debug & DBG_Z) {
-			*(size_t *)((char *)x + s->orig_off) = s->object_size;
+			/* kmalloc: the class's slack past the size asked for is red zone */
+			*(size_t *)((char *)x + s->orig_off) = asked && asked < s->object_size ? asked : s->object_size;
 			set_redzones(s, x, RED_ACTIVE);
 		}
 		if (s->debug & DBG_U)
@@ -385,6 +386,8 @@ void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller,
 	}
 	if (s->debug & DBG_U)
 		set_track(s, x, true, caller);
+	if (s->debug & DBG_Z)   /* a free object has no size asked: all of it is object */
+		*(size_t *)((char *)x + s->orig_off) = s->object_size;
 	if (s->debug & DBG_P)
 		poison(s, x);
 	if (s->debug & DBG_Z)
@@ -415,12 +418,20 @@ bad:
 void debug_set_orig_size(struct uslab_cache *s, void *x, size_t size)
 {
 	s = cache_root(s);
-	if (!(s->debug & DBG_Z) || size >= s->object_size)
+	if (!(s->debug & DBG_Z))
 		return;
+	size = MIN(size, (size_t)s->object_size);
 	pthread_mutex_lock(&s->node.list_lock);
 	*(size_t *)((char *)x + s->orig_off) = size;
-	memset((char *)x + size, RED_ACTIVE, s->object_size - size);
+	if (size < s->object_size)
+		memset((char *)x + size, RED_ACTIVE, s->object_size - size);
 	pthread_mutex_unlock(&s->node.list_lock);
+}
+
+size_t debug_obj_size(struct uslab_cache *s, void *x)
+{
+	s = cache_root(s);
+	return orig_size(s, x);
 }
 
 /* ---- validation and leak reports ---------------------------------------------- */

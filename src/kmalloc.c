@@ -188,7 +188,7 @@ void *kmalloc_slow(size_t size)
 			return NULL;
 	}
 	if (size <= KMALLOC_MAX_SIZE)
-		return slab_alloc_fast(kmalloc_caches[kmalloc_index(size)]);
+		return slab_alloc_fast_sized(kmalloc_caches[kmalloc_index(size)], size);
 	return kmalloc_big(size, 0, NULL);
 }
 
@@ -281,7 +281,7 @@ size_t kmalloc_usable(const void *p, const char *what)
 	if (likely(k == PK_SLAB)) {
 		struct uslab_cache *s = d->cache;
 		if (likely(slab_obj_valid(s, d, p)))
-			return kmalloc_obj_usable(s);
+			return kmalloc_obj_usable(s, (void *)p);
 		report_fatal("invalid %s at %p (not the start of an object of cache '%s')", what, p, s->name);
 	}
 	if (k == PK_LARGE && p == page_address(d))

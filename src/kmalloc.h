@@ -50,17 +50,18 @@ static inline void *kmalloc(size_t size)
 	if (likely(size <= KMALLOC_MAX_SIZE)) {
 		struct uslab_cache *s = kmalloc_caches[kmalloc_index(size)];
 		if (likely(s != NULL))
-			return slab_alloc_fast(s);
+			return slab_alloc_fast_sized(s, size);
 	}
 	return kmalloc_slow(size);
 }
 
-/* Usable bytes of an object of slab cache s: the whole stride (the free
- * pointer only matters once it is free), but only the object in debug
- * caches, whose stride holds red zones and tracks. */
-static inline size_t kmalloc_obj_usable(const struct uslab_cache *s)
+/* Usable bytes of object p of slab cache s: the whole stride (the free
+ * pointer only matters once it is free), but in debug caches, whose stride
+ * holds red zones and tracks, the size asked for: the rest of the class is
+ * red zone (slub_debug Z). */
+static inline size_t kmalloc_obj_usable(struct uslab_cache *s, void *p)
 {
-	return unlikely(s->debug) ? s->object_size : s->size;
+	return unlikely(s->debug) ? debug_obj_size(s, p) : s->size;
 }
 
 /* free() of anything that is not a slab object (p != NULL). */

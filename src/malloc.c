@@ -77,9 +77,12 @@ void *mf_realloc(void *p, size_t n)
 		struct uslab_cache *s = d->cache;
 		if (unlikely(!slab_obj_valid(s, d, p)))
 			report_fatal("invalid realloc at %p (not the start of an object of cache '%s')", p, s->name);
-		old = kmalloc_obj_usable(s);
-		if (n <= old)
+		old = kmalloc_obj_usable(s, p);
+		if (n <= (unlikely(s->debug) ? s->object_size : old)) {
+			if (unlikely(s->debug))   /* the red zone starts at the new size */
+				debug_set_orig_size(s, p, n);
 			return p;
+		}
 	} else if (k == PK_LARGE && p == page_address(d)) {
 		if (n <= MALLOC_MAX_REQUEST && large_resize(d, p, n))
 			return p;

@@ -482,13 +482,13 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 	return true;
 }
 
-void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller)
+void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked)
 {
 	s = cache_root(s);
 	if (unlikely(atomic_load_explicit(&export_active, memory_order_relaxed)))
 		export_poll();
 	if (unlikely(s->debug))
-		return debug_alloc(s, caller, USLAB_STAT_ALLOC_SLOWPATH);
+		return debug_alloc(s, caller, USLAB_STAT_ALLOC_SLOWPATH, asked);
 	if (!c || c->cache != s) {
 		c = cpu_get(s);
 		if (!c)
@@ -678,7 +678,18 @@ static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, unsigned n)
 	slab_free_objs(s, c, objs, slabs, n);
 }
 
+static void free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c, void *caller);
+
+/* free never changes errno; the slow path may make a CPU part or a queue,
+ * which can fail with ENOMEM (and then frees without them). */
 void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c, void *caller)
+{
+	int e = errno;
+	free_slow(s, slab, x, c, caller);
+	errno = e;
+}
+
+static void free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c, void *caller)
 {
 	struct uslab_cache *named = s;   /* the cache the caller named, for reports */
 	s = cache_root(s);

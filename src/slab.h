@@ -248,7 +248,7 @@ static inline void stat_add(struct uslab_cache *s, struct cpu_cache *c, enum usl
 
 /* ---- slab.c ----------------------------------------------------------- */
 /* `caller`: the return address of the API call, for slub_debug's U and T. */
-USLAB_HIDDEN void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller);
+USLAB_HIDDEN void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked);
 USLAB_HIDDEN void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c,
 				 void *caller);
 /* Fill c->freelist (CPU slab from CPU partial list, node list or a new
@@ -295,6 +295,7 @@ struct cpu_tls {
 	struct cpu_cache **slots;  /* CPU parts indexed by cache id; NULL where none */
 	unsigned nslots;           /* 0 until the thread's first slow path */
 	bool dead;                 /* exiting: no CPU parts any more */
+	bool creating;             /* setting up the thread: no CPU parts yet */
 	struct cpu_thread *thread;
 };
 extern __thread struct cpu_tls cpu_tls USLAB_HIDDEN __attribute__((tls_model("initial-exec")));
@@ -349,7 +350,10 @@ USLAB_HIDDEN size_t debug_layout(struct uslab_cache *s, size_t size, size_t alig
 /* Initialize a new slab's objects (red zones inactive, poison, no tracks). */
 USLAB_HIDDEN void debug_init_slab(struct uslab_cache *s, struct slab *slab);
 /* counted_as: the event a success counts (ALLOC/FREE_SLOWPATH, or _BULK) */
-USLAB_HIDDEN void *debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as);
+USLAB_HIDDEN void *debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as,
+			       size_t asked);
+/* The size asked for object x (the object size if not known). */
+USLAB_HIDDEN size_t debug_obj_size(struct uslab_cache *s, void *x);
 USLAB_HIDDEN void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller,
 			     enum uslab_stat_item counted_as);
 /* Check every object of every slab (debug caches), reporting each bad one
@@ -383,8 +387,10 @@ USLAB_HIDDEN void export_init(void);
 /* Shared by the cache API and the malloc family; each stays on one screen. */
 
 /* Pop the CPU free list, else the CPU object queue: no lock, no atomic
- * read-modify-write. ALLOC_FASTPATH is derived, not counted (see above). */
-static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_cache *s)
+ * read-modify-write. ALLOC_FASTPATH is derived, not counted (see above).
+ * `asked`: the size the caller wants (kmalloc), or 0 for the whole object;
+ * only debug caches use it (the rest of the object is red zone). */
+static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
 {
 	struct cpu_cache *c = cpu_this(s);
 	void *x;
@@ -404,7 +410,12 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
 			return x;
 		}
 	}
-	return slab_alloc_slow(s, c, __builtin_return_address(0));
+	return slab_alloc_slow(s, c, __builtin_return_address(0), asked);
+}
+
+static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_cache *s)
+{
+	return slab_alloc_fast_sized(s, 0);
 }
 
 /* Push to the CPU free list when x is in the CPU slab; the checks (inside
