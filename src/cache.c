@@ -213,12 +213,14 @@ static void id_put_locked(unsigned id)
 
 /*
  * A real cache that can serve objects of this layout (find_mergeable): no
- * constructors, no debugging, neither asks not to merge, the same stride give or take
+ * constructors, no debugging, neither asks not to merge (nor is tuned by
+ * name in USLAB_OPTIONS), the same stride give or take
  * less than a pointer, a stride that keeps every object aligned as asked.
  */
 static struct uslab_cache *find_mergeable_locked(const struct uslab_cache *want)
 {
-	if (opt.nomerge || want->ctor || want->debug || (want->flags & USLAB_NO_MERGE) || want->align > PAGE_SIZE)
+	if (opt.nomerge || want->ctor || want->debug || (want->flags & USLAB_NO_MERGE) || want->align > PAGE_SIZE ||
+	    options_names_cache(want->name))   /* tuned by name: it gets a cache of its own */
 		return NULL;
 	for (struct uslab_cache *s = cache_list; s; s = s->next) {
 		if (s->ctor || s->debug || (s->flags & USLAB_NO_MERGE) || s->destroyed || s->size < want->size ||

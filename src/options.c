@@ -200,3 +200,11 @@ void options_apply_cache(struct uslab_cache *s)
 				    co->name, co->key, co->value, s->name);
 	}
 }
+
+bool options_names_cache(const char *name)
+{
+	for (unsigned i = 0; i < nr_cache_opts; i++)
+		if (!strcmp(cache_opts[i].name, name))
+			return true;
+	return false;
+}

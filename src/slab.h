@@ -329,6 +329,8 @@ extern struct uslab_opts opt USLAB_HIDDEN;
 USLAB_HIDDEN void options_init(void);
 USLAB_HIDDEN void options_parse(const char *s);
 USLAB_HIDDEN void options_apply_cache(struct uslab_cache *s);
+/* Does USLAB_OPTIONS tune this cache by name ("NAME:key=value")? */
+USLAB_HIDDEN bool options_names_cache(const char *name);
 /* cache.c: set a tunable by name; -1 if the name or value is invalid */
 USLAB_HIDDEN int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v);
 

@@ -374,6 +374,24 @@ static inline bool cache_debugged(const struct uslab_cache_info *info)
 			      USLAB_TRACE);
 }
 
+/* For tests about what slub_debug changes by design (debug caches never
+ * merge and have no CPU queue): run `debug_check` while slub_debug is on
+ * for every cache, then run the test again without it, so that the rest of
+ * the test checks the non-debug semantics. Call first in main(). */
+static inline void rerun_without_slub_debug(char **argv, void (*debug_check)(void))
+{
+	const char *o = getenv("USLAB_OPTIONS");
+	if (!o || (!strstr(o, "slub_debug") && !strstr(o, "slab_debug")))
+		return;
+	printf("  slub_debug on: %s, then the test again without it\n", "checking what debug caches do");
+	debug_check();
+	fflush(stdout);
+	unsetenv("USLAB_OPTIONS");
+	execv("/proc/self/exe", argv);
+	perror("execv /proc/self/exe");
+	exit(1);
+}
+
 static inline uint64_t ev_allocs(const struct uslab_cache_info *info)
 {
 	static const char *const names[] = { "ALLOC_FASTPATH", "ALLOC_SLOWPATH", "ALLOC_PCS", "ALLOC_BULK", NULL };

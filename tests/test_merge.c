@@ -533,10 +533,24 @@ static void nomerge_option(void)
 	CHECKF(strstr(out, "is_root") != NULL, "unexpected failure of the control child:\n%s", out);
 }
 
+/* Under slub_debug for every cache: debug caches never merge (as the kernel). */
+static void debug_never_merges(void)
+{
+	struct uslab_cache *a = mk("dbg-merge-a", 1000, 0, 0, NULL);
+	struct uslab_cache *b = mk("dbg-merge-b", 1000, 0, 0, NULL);
+	struct uslab_cache_info ia;
+	info_of(a, &ia);
+	CHECK(cache_debugged(&ia));
+	CHECK(is_root(a) && is_root(b));
+	uslab_cache_destroy(b);
+	uslab_cache_destroy(a);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--nomerge-child"))
 		return nomerge_child();
+	rerun_without_slub_debug(argv, debug_never_merges);
 	check_init("test_merge");
 	RUN(nomerge_option);
 	RUN(compatible_merge);

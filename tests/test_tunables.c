@@ -487,8 +487,24 @@ static void stress(void)
 	destroy_silently(st.c);
 }
 
-int main(void)
+/* Under slub_debug for every cache: debug caches keep no CPU queue, so
+ * cpu_queue accepts only 0; the other tunables work. */
+static void debug_queue_refused(void)
 {
+	struct uslab_cache *c = uslab_cache_create("dbg-tune", 256, 0, USLAB_NO_MERGE, NULL);
+	CHECK(c != NULL);
+	CHECK_EQ(tget(c, "cpu_queue"), 0);
+	set_einval(c, "cpu_queue", 1);
+	tset(c, "cpu_queue", 0);
+	tset(c, "cpu_partial", 7);
+	tset(c, "min_partial", 3);
+	uslab_cache_destroy(c);
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	rerun_without_slub_debug(argv, debug_queue_refused);
 	check_init("test_tunables");
 	RUN(get_set_each);
 	RUN(einval);
