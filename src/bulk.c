@@ -4,14 +4,12 @@
  * alloc_bulk takes objects straight off the CPU free list and CPU queue,
  * refilling the CPU slab as often as needed; it is all or nothing. free_bulk
  * checks every object as a single free would, then hands them back in
- * detached free lists, one CAS per slab group (slab_free_objs); objects of
+ * detached free lists, one CAS per run of objects of one slab; objects of
  * the CPU slab go onto the CPU free list in one step.
  */
 #include "slab.h"
 
 #include <errno.h>
-
-#define BULK_CHUNK 64
 
 size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 {
@@ -66,6 +64,14 @@ fail:
 	return 0;
 }
 
+/* The run of objects of one slab being chained by free_bulk. */
+struct run {
+	struct slab *slab;
+	uintptr_t first, span;   /* the slab's objects: [first, first + span) */
+	void *head, *tail;
+	unsigned cnt;
+};
+
 void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 {
 	if (!nr || !objs)
@@ -77,29 +83,60 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	struct cpu_cache *c = s->debug ? NULL : cpu_this(s);
 	if (!s->debug && (!c || c->cache != s))
 		c = cpu_get(s);   /* NULL for exiting threads: no CPU slab to use */
-	void *chunk[BULK_CHUNK];
-	struct slab *slabs[BULK_CHUNK];
+	/* Objects of the CPU slab go to one chain, put on the CPU free list at
+	 * the end; runs of objects of one other slab go back with one CAS each
+	 * (objects from alloc_bulk come in runs). Each object gets the checks
+	 * of a single free, but only the first of a run a descriptor lookup. */
+	struct run r = { 0 };
+	void *cpu_head = NULL, *cpu_tail = NULL;
+	unsigned cpu_cnt = 0;
 	uint64_t freed = 0;
-	for (size_t i = 0; i < nr;) {
-		unsigned n = 0;
-		for (; i < nr && n < BULK_CHUNK; i++) {
-			void *x = objs[i];
-			if (!x)
-				continue;
-			struct slab *slab = page_obj_slab(x);
-			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
-				slab_bad_free(named, slab, x, "invalid free");
-			if (s->debug) {   /* one at a time, through every debug check */
-				debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
-				continue;
-			}
+	for (size_t i = 0; i < nr; i++) {
+		void *x = objs[i];
+		if (!x)
+			continue;
+		uintptr_t off;
+		if (c && (off = (uintptr_t)x - c->slab_base) < c->slab_span && obj_offset_ok(s, off)) {
+			if (unlikely(x == cpu_head || x == c->freelist))
+				slab_bad_free(named, c->slab, x, "double free");
 			track_free(x, s->object_size);
-			chunk[n] = x;
-			slabs[n++] = slab;
+			set_freepointer(s, x, cpu_head);
+			if (!cpu_head)
+				cpu_tail = x;
+			cpu_head = x;
+			cpu_cnt++;
+			freed++;
+			continue;
 		}
-		if (n)
-			slab_free_objs(s, c, chunk, slabs, n);
-		freed += n;
+		if (r.slab && (off = (uintptr_t)x - r.first) < r.span && obj_offset_ok(s, off)) {
+			if (unlikely(x == r.tail))
+				slab_bad_free(named, r.slab, x, "double free");
+			track_free(x, s->object_size);
+			set_freepointer(s, r.tail, x);
+			r.tail = x;
+			r.cnt++;
+			freed++;
+			continue;
+		}
+		struct slab *slab = page_obj_slab(x);
+		if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
+			slab_bad_free(named, slab, x, "invalid free");
+		if (s->debug) {   /* one at a time, through every debug check */
+			debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
+			continue;
+		}
+		if (r.slab)
+			slab_free_chain(s, c, r.slab, r.head, r.tail, r.cnt);
+		track_free(x, s->object_size);
+		r = (struct run){ slab, (uintptr_t)slab_first(s, slab), (uintptr_t)slab->objects * s->size, x, x, 1 };
+		freed++;
+	}
+	if (r.slab)
+		slab_free_chain(s, c, r.slab, r.head, r.tail, r.cnt);
+	if (cpu_cnt) {
+		set_freepointer(s, cpu_tail, c->freelist);
+		c->freelist = cpu_head;
+		cpu_count(&c->fl_in, cpu_cnt);
 	}
 	if (freed)
 		stat_add(s, c, USLAB_STAT_FREE_BULK, freed);
