@@ -203,7 +203,6 @@ USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
 	X(CPU_PARTIAL_FREE,      "free froze a full slab onto the CPU partial list") \
 	X(CPU_PARTIAL_NODE,      "slab moved from the node list to the CPU partial list") \
 	X(CPU_PARTIAL_DRAIN,     "CPU partial list drained to the node list") \
-	X(ALLOC_PCS,             "allocation from the CPU object queue") \
 	X(FREE_PCS,              "free to the CPU object queue") \
 	X(SHEAF_FLUSH,           "CPU object queue handed back to slabs") \
 	X(ALLOC_BULK,            "objects allocated by alloc_bulk") \

@@ -1,7 +1,7 @@
 /*
  * Bulk allocation and free (kmem_cache_alloc_bulk/free_bulk).
  *
- * alloc_bulk takes objects straight off the CPU free list and CPU queue,
+ * alloc_bulk takes objects straight off the CPU free list,
  * refilling the CPU slab as often as needed; it is all or nothing. free_bulk
  * checks every object as a single free would, then hands them back in
  * detached free lists, one CAS per run of objects of one slab; objects of
@@ -43,8 +43,6 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 			k++;
 		}
 		cpu_count(&c->fl_in, -(uint64_t)k);
-		while (i < nr && c->qn)
-			objs[i++] = c->queue->obj[--c->qn];
 		if (i < nr && !slab_refill_cpu(s, c))
 			goto fail;
 	}

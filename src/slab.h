@@ -73,11 +73,13 @@ struct cpu_cache {
 	 * fl_in + FREE_FASTPATH - (objects now on freelist), see stats.c. */
 	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
 	_Atomic uint64_t fl_in;         /* objects the slow path put on freelist, less those it took off */
-	/* CPU object queue (a "sheaf"): objects freed here that are of a slab
-	 * another CPU allocates from, oldest first. Allocations take the
-	 * newest; when full, the oldest half goes back to the slabs with one
-	 * CAS per slab. Allocated on first use, so that threads that never
-	 * free others' objects do not pay 1 KiB per cache. */
+	/* CPU object queue: objects freed here that are of a slab another
+	 * CPU allocates from, oldest first; when full, the oldest half goes
+	 * back to the slabs with one CAS per slab. Never handed out again from
+	 * here: they share cache lines with objects that other CPU is using
+	 * (passive false sharing, as Hoard's cache-scratch shows). Allocated
+	 * on first use, so that threads that never free others' objects do
+	 * not pay 1 KiB per cache. */
 	struct cpu_queue *queue;
 };
 
@@ -388,8 +390,8 @@ USLAB_HIDDEN void export_init(void);
 /* ---- the fast paths ------------------------------------------------------ */
 /* Shared by the cache API and the malloc family; each stays on one screen. */
 
-/* Pop the CPU free list, else the CPU object queue: no lock, no atomic
- * read-modify-write. ALLOC_FASTPATH is derived, not counted (see above).
+/* Pop the CPU free list: no lock, no atomic read-modify-write.
+ * ALLOC_FASTPATH is derived, not counted (see above).
  * `asked`: the size the caller wants (kmalloc), or 0 for the whole object;
  * only debug caches use it (the rest of the object is red zone). */
 static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
@@ -402,12 +404,6 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct 
 			if (unlikely(!cpu_next_ok(c, next)))
 				slab_bad_freelist(s, x, next);
 			c->freelist = next;
-			track_alloc(x, s->object_size);
-			return x;
-		}
-		if (c->qn) {
-			stat_inc(s, c, USLAB_STAT_ALLOC_PCS);
-			x = c->queue->obj[--c->qn];
 			track_alloc(x, s->object_size);
 			return x;
 		}

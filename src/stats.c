@@ -89,7 +89,7 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 	info->partial_slabs = atomic_load_explicit(&s->node.nr_partial, memory_order_relaxed);
 	sum_events_locked(s, info->events);
 	const uint64_t *e = info->events;
-	uint64_t allocs = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_ALLOC_PCS] +
+	uint64_t allocs = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_SLOWPATH] +
 			  e[USLAB_STAT_ALLOC_BULK];
 	uint64_t frees = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_SLOWPATH] + e[USLAB_STAT_FREE_PCS] +
 			 e[USLAB_STAT_FREE_BULK];
@@ -230,7 +230,7 @@ static size_t stats_json_str(char *buf, size_t size, const char *s)
 /* Percentage of lock-free operations, in tenths. */
 static unsigned fast_pct10(const uint64_t *e)
 {
-	uint64_t fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_ALLOC_PCS] +
+	uint64_t fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_FREE_FASTPATH] +
 			e[USLAB_STAT_FREE_PCS];
 	uint64_t all = fast + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_FREE_SLOWPATH];
 	return all ? (unsigned)(fast * 1000 / all) : 0;

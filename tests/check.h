@@ -352,7 +352,7 @@ static inline void cache_info(struct uslab_cache *c, struct uslab_cache_info *in
 
 /* Allocations and frees counted by the event counters: the sum of every
  * item whose name says where an allocation (free) was served, looked up by
- * name so that new paths (ALLOC_PCS, FREE_PCS for per-CPU object queues)
+ * name so that new paths (FREE_PCS for per-CPU object queues)
  * are counted as they are added. */
 static inline uint64_t ev_sum_named(const struct uslab_cache_info *info, const char *const *names)
 {
@@ -394,7 +394,7 @@ static inline void rerun_without_slub_debug(char **argv, void (*debug_check)(voi
 
 static inline uint64_t ev_allocs(const struct uslab_cache_info *info)
 {
-	static const char *const names[] = { "ALLOC_FASTPATH", "ALLOC_SLOWPATH", "ALLOC_PCS", "ALLOC_BULK", NULL };
+	static const char *const names[] = { "ALLOC_FASTPATH", "ALLOC_SLOWPATH", "ALLOC_BULK", NULL };
 	return ev_sum_named(info, names);
 }
 

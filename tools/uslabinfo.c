@@ -503,7 +503,7 @@ static uint64_t ev(const struct target *t, const struct uslab_cache_info *c, con
 
 static uint64_t allocs(const struct target *t, const struct uslab_cache_info *c)
 {
-	return ev(t, c, "ALLOC_FASTPATH") + ev(t, c, "ALLOC_SLOWPATH") + ev(t, c, "ALLOC_PCS") + ev(t, c, "ALLOC_BULK");
+	return ev(t, c, "ALLOC_FASTPATH") + ev(t, c, "ALLOC_SLOWPATH") + ev(t, c, "ALLOC_BULK");
 }
 static uint64_t frees(const struct target *t, const struct uslab_cache_info *c)
 {
@@ -511,7 +511,7 @@ static uint64_t frees(const struct target *t, const struct uslab_cache_info *c)
 }
 static uint64_t alloc_fast(const struct target *t, const struct uslab_cache_info *c)
 {
-	return ev(t, c, "ALLOC_FASTPATH") + ev(t, c, "ALLOC_PCS");
+	return ev(t, c, "ALLOC_FASTPATH");
 }
 static uint64_t free_fast(const struct target *t, const struct uslab_cache_info *c)
 {

@@ -12,10 +12,13 @@
 
 static long nthreads, rounds, ops, nslots, maxsize;
 
+/* One cache line (two, for adjacent-line prefetch) per thread's state:
+ * adjacent states would share a line, and the false sharing in the
+ * harness would then depend on where the allocator put this array. */
 struct arr {
 	void **slot;
 	uint64_t seed, sum;
-};
+} __attribute__((aligned(128)));
 
 static void *worker(void *arg)
 {
@@ -40,7 +43,9 @@ int main(int argc, char **argv)
 	ops = arg_or(argc, argv, 3, 200000);
 	nslots = arg_or(argc, argv, 4, 2000);
 	maxsize = arg_or(argc, argv, 5, 1000);
-	struct arr *arrs = calloc((size_t)nthreads, sizeof *arrs);
+	struct arr *arrs = aligned_alloc(128, (size_t)nthreads * sizeof *arrs);
+	if (arrs)
+		memset(arrs, 0, (size_t)nthreads * sizeof *arrs);
 	pthread_t *t = calloc((size_t)nthreads, sizeof *t);
 	for (long i = 0; i < nthreads; i++) {
 		arrs[i].slot = calloc((size_t)nslots, sizeof(void *));
