@@ -82,6 +82,11 @@ _Noreturn void slab_bad_freelist(struct uslab_cache *s, const void *obj, const v
 		     obj, next, s->name);
 }
 
+void *slab_freelist_corrupt(struct uslab_cache *s, const void *obj, const void *next)
+{
+	slab_bad_freelist(s, obj, next);
+}
+
 /* ---- node partial list (list_lock held) ------------------------------ */
 
 void add_partial_locked(struct node *n, struct slab *slab, bool tail)
@@ -180,13 +185,17 @@ static void order_walk_init(struct uslab_cache *s, unsigned objects, struct orde
 		if (a == 1)
 			break;
 	}
-	w->step = step % objects ? step % objects : 1;
+	w->step = step % objects ? step % objects : 1;   /* < objects: order_walk_next adds it mod n */
 }
 
-static inline unsigned order_walk_idx(const struct order_walk *w, unsigned i)
+/* The next index of the walk (no division: k advances by step mod n). */
+static inline unsigned order_walk_next(const struct order_walk *w, unsigned *k)
 {
-	unsigned k = (unsigned)(((uint64_t)w->start + (uint64_t)i * w->step) % w->n);
-	return w->seq ? w->seq[k] : k;
+	unsigned idx = w->seq ? w->seq[*k] : *k;
+	*k += w->step;
+	if (*k >= w->n)
+		*k -= w->n;
+	return idx;
 }
 
 /*
@@ -212,13 +221,24 @@ struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain)
 	if (s->ctor)
 		for (unsigned i = 0; i < objects; i++)
 			s->ctor(first + (size_t)i * s->size);
-	struct order_walk w;
-	order_walk_init(s, objects, &w);
-	char *head = first + (size_t)order_walk_idx(&w, 0) * s->size, *prev = head;
-	for (unsigned i = 1; i < objects; i++) {
-		char *x = first + (size_t)order_walk_idx(&w, i) * s->size;
-		set_freepointer(s, prev, x);
-		prev = x;
+	char *head = first, *prev = first;
+	if (!opt.freelist_random) {   /* address order: the common case, kept simple */
+		for (unsigned i = 1; i < objects; i++) {
+			char *x = first + (size_t)i * s->size;
+			set_freepointer(s, prev, x);
+			prev = x;
+		}
+	} else {
+		struct order_walk w;
+		unsigned k;
+		order_walk_init(s, objects, &w);
+		k = w.start;
+		head = prev = first + (size_t)order_walk_next(&w, &k) * s->size;
+		for (unsigned i = 1; i < objects; i++) {
+			char *x = first + (size_t)order_walk_next(&w, &k) * s->size;
+			set_freepointer(s, prev, x);
+			prev = x;
+		}
 	}
 	set_freepointer(s, prev, NULL);
 	for (unsigned i = 0; USLAB_TRACKED && i < objects; i++)
@@ -678,18 +698,24 @@ static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, unsigned n)
 	slab_free_objs(s, c, objs, slabs, n);
 }
 
-static void free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c, void *caller);
-
-/* free never changes errno; the slow path may make a CPU part or a queue,
- * which can fail with ENOMEM (and then frees without them). */
-void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c, void *caller)
+/* Making a CPU part or a queue may fail with ENOMEM; free keeps errno. */
+static struct cpu_cache *free_cpu_get(struct uslab_cache *s)
 {
 	int e = errno;
-	free_slow(s, slab, x, c, caller);
+	struct cpu_cache *c = cpu_get(s);
 	errno = e;
+	return c;
 }
 
-static void free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c, void *caller)
+static struct cpu_queue *free_queue_get(void)
+{
+	int e = errno;
+	struct cpu_queue *q = slab_alloc_nocpu(&cache_queue_cache);
+	errno = e;
+	return q;
+}
+
+void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c, void *caller)
 {
 	struct uslab_cache *named = s;   /* the cache the caller named, for reports */
 	s = cache_root(s);
@@ -700,7 +726,7 @@ static void free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct 
 		return;
 	}
 	if (unlikely(!c || c->cache != s))
-		c = cpu_get(s);   /* NULL for exiting threads: they free straight to the slab */
+		c = free_cpu_get(s);   /* NULL for exiting threads: they free straight to the slab */
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
 	if (likely(c)) {
 		if (unlikely(x == c->freelist || (c->qn && x == c->queue->obj[c->qn - 1])))
@@ -710,7 +736,7 @@ static void free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct 
 	if (likely(c)) {
 		unsigned cap = TUNE(s, queue_cap);
 		if (cap && fc_frozen(old) && atomic_load_explicit(&slab->owner, memory_order_relaxed) != c &&
-		    (c->queue || (c->queue = slab_alloc_nocpu(&cache_queue_cache)))) {
+		    (c->queue || (c->queue = free_queue_get()))) {
 			/* Another CPU is allocating from this slab: a CAS on its word
 			 * would bounce a line that CPU is using. The object waits in
 			 * our CPU queue instead, for an allocation here or a batched

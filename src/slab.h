@@ -57,29 +57,24 @@ struct node {
 
 /* ---- the CPU part: one per thread and cache (kmem_cache_cpu) ---------- */
 struct cpu_cache {
+	/* first cache line: everything the fast paths touch */
 	void *freelist;                 /* objects of `slab` this CPU may take */
 	uintptr_t slab_base;            /* first object of `slab` (0 without a slab) */
 	uintptr_t slab_span;            /* bytes of object slots in `slab` (0 without) */
+	/* Event counters. Only the owning thread writes them, with relaxed
+	 * load+store (no read-modify-write); readers sum them. FREE_FASTPATH
+	 * (index 2) is on the first line with freelist. ALLOC_FASTPATH is not
+	 * counted on the fast path (a second counter there costs a quarter of
+	 * the alloc+free pair): it is derived as fl_in + FREE_FASTPATH - (objects
+	 * now on freelist), see stats.c. */
+	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
+	_Atomic uint64_t fl_in;         /* objects the slow path put on freelist, less those it took off */
 	unsigned qn;                    /* objects in queue */
 	struct slab *slab;              /* the CPU slab (frozen), or NULL */
 	struct slab *partial;           /* CPU partial list (frozen slabs), via slab->next */
 	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
 	struct cpu_thread *thread;      /* the thread this part belongs to */
 	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
-	/* Event counters. Only the owning thread writes them, with relaxed
-	 * load+store (no read-modify-write); readers sum them.
-	 * ALLOC_FASTPATH is not counted on the fast path (a second counter there
-	 * costs a quarter of the alloc+free pair): it is derived as
-	 * fl_in + FREE_FASTPATH - (objects now on freelist), see stats.c. */
-	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
-	_Atomic uint64_t fl_in;         /* objects the slow path put on freelist, less those it took off */
-	/* CPU object queue: objects freed here that are of a slab another
-	 * CPU allocates from, oldest first; when full, the oldest half goes
-	 * back to the slabs with one CAS per slab. Never handed out again from
-	 * here: they share cache lines with objects that other CPU is using
-	 * (passive false sharing, as Hoard's cache-scratch shows). Allocated
-	 * on first use, so that threads that never free others' objects do
-	 * not pay 1 KiB per cache. */
 	struct cpu_queue *queue;
 };
 
@@ -223,6 +218,8 @@ static inline bool cpu_next_ok(const struct cpu_cache *c, const void *next)
 	return !next || (uintptr_t)next - c->slab_base < c->slab_span;
 }
 USLAB_HIDDEN _Noreturn void slab_bad_freelist(struct uslab_cache *s, const void *obj, const void *next);
+/* The same, typed for a tail call from the alloc fast path; never returns. */
+USLAB_HIDDEN void *slab_freelist_corrupt(struct uslab_cache *s, const void *obj, const void *next);
 
 /* Add to a counter of the owner's CPU part: load and store, no RMW. */
 static inline void cpu_count(_Atomic uint64_t *ctr, uint64_t n)
@@ -402,7 +399,7 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct 
 		if (likely((x = c->freelist) != NULL)) {
 			void *next = get_freepointer(s, x);
 			if (unlikely(!cpu_next_ok(c, next)))
-				slab_bad_freelist(s, x, next);
+				return slab_freelist_corrupt(s, x, next);   /* a tail call: no frame here */
 			c->freelist = next;
 			track_alloc(x, s->object_size);
 			return x;
