@@ -205,7 +205,9 @@ static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab
  * path checks pointers against. */
 static inline void cpu_set_slab(const struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 {
-	c->slab = slab;
+	/* a relaxed atomic store (a plain mov): statistics readers count other
+	 * threads' CPU slabs with a relaxed load; the owner reads it plainly */
+	__atomic_store_n(&c->slab, slab, __ATOMIC_RELAXED);
 	c->slab_base = slab ? (uintptr_t)slab_first(s, slab) : 0;
 	c->slab_span = slab ? (uintptr_t)slab->objects * s->size : 0;
 }
