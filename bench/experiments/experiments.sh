@@ -56,7 +56,7 @@ if [ "$quick" = 1 ]; then
 	SKB_N=300000; SKB_REPS=1
 	ORD_REPS=1; ORD_CYCLES=6
 else
-	HB_REPS=5; HB_LOOPS=500; PIPE_REPS=3
+	HB_REPS=11; HB_LOOPS=500; PIPE_REPS=5   # hackbench times are noisy here: more runs
 	BULK_OBJS=2000000; BULK_REPS=5
 	SKB_N=2000000; SKB_REPS=5
 	ORD_REPS=3; ORD_CYCLES=12
