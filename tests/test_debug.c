@@ -177,41 +177,24 @@ static const struct scenario *scenario_find(const char *name);
 
 static char self_exe[4096];
 
+struct exec_arg {
+	const char *name, *options;
+};
+
+/* In the child: become scenario `name` with USLAB_OPTIONS set. */
+static void exec_scenario(void *p)
+{
+	const struct exec_arg *a = p;
+	setenv("USLAB_OPTIONS", a->options, 1);
+	execl(self_exe, self_exe, "--scenario", a->name, (char *)NULL);
+	_exit(126);
+}
+
 /* Run scenario `name` in a fresh process with USLAB_OPTIONS=options. */
 static void run_exec(const char *name, const char *options, unsigned timeout_s, struct child_result *res)
 {
-	int fds[2];
-	CHECK(pipe(fds) == 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(fds[0]);
-		if (dup2(fds[1], 2) < 0)
-			_exit(127);
-		close(fds[1]);
-		alarm(timeout_s);
-		setenv("USLAB_OPTIONS", options, 1);
-		execl(self_exe, self_exe, "--scenario", name, (char *)NULL);
-		_exit(126);
-	}
-	close(fds[1]);
-	res->len = 0;
-	for (;;) {
-		char tmp[4096];
-		ssize_t n = read(fds[0], tmp, sizeof tmp);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		size_t take = MIN((size_t)n, sizeof res->out - 1 - res->len);
-		memcpy(res->out + res->len, tmp, take);
-		res->len += take;
-	}
-	res->out[res->len] = 0;
-	close(fds[0]);
-	while (waitpid(pid, &res->status, 0) < 0)
-		CHECK(errno == EINTR);
+	struct exec_arg a = { name, options };
+	run_in_child(exec_scenario, &a, timeout_s, res);
 }
 
 /* ==== double free (row 19, 20) ================================================== */
