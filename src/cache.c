@@ -130,13 +130,11 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 	return 0;
 }
 
-/* cpu_partial in objects, and in slabs assuming half-full slabs, as the
- * kernel's slub_set_cpu_partial(). */
+/* cpu_partial: free objects a CPU partial list may hold (as the 2011
+ * thread's pobjects check, counted exactly for the CPU's own frees). */
 static void set_cpu_partial(struct uslab_cache *s, unsigned objects)
 {
-	unsigned per = oo_objects(cache_oo(s));
 	TUNE_SET(s, cpu_partial, objects);
-	TUNE_SET(s, cpu_partial_slabs, (objects * 2 + per - 1) / per);
 }
 
 /* Defaults of the kernel's set_cpu_partial() (the sizes of today's kernel,
@@ -377,7 +375,6 @@ int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v)
 		if (v < s->min_order || v > PAGE_MAX_ORDER)
 			return -1;
 		set_order(s, (unsigned)v);
-		set_cpu_partial(s, TUNE(s, cpu_partial));   /* slabs per objects changed */
 	} else if (!strcmp(name, "cpu_queue")) {
 		if (v > CPU_QUEUE_MAX || (v && s->debug))
 			return -1;

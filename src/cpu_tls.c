@@ -158,7 +158,9 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	pthread_mutex_lock(&cache_mutex);
 	c->freelist = NULL;
 	cpu_set_slab(s, c, NULL);
-	c->partial = NULL;
+	c->partial = c->partial_tail = NULL;
+	c->npartial = 0;
+	c->partial_free = 0;
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);
 	atomic_store_explicit(&c->fl_in, 0, memory_order_relaxed);

@@ -48,18 +48,29 @@ struct slab {
 	struct uslab_cache *cache;  /* slab: owning cache; NULL otherwise */
 	struct slab *next;          /* head: node/CPU partial list or free-list link */
 	struct slab *prev;          /* head: node partial list or free-list back link */
-	uint32_t head;              /* every page: index of its block's head page */
+	uint16_t head;              /* every page: index of its block's head page */
+	uint16_t acct;              /* slab on a CPU partial list: its free objects counted
+	                             * in the list's npartial_free (owner only) */
 	uint16_t objects;           /* slab: object slots */
 	_Atomic uint8_t kind;       /* head: enum page_kind; atomic: the page allocator reads a
 	                             * buddy's kind while its owner may change it (BUSY<->SLAB) */
 	uint8_t order;              /* head: block order */
 	uint8_t on_node;            /* slab: on the node partial list (node list_lock) */
 	uint8_t dirty;              /* free block: has pages not yet given back to the OS */
-	uint16_t cpu_partial_slabs; /* slab heading a CPU partial list: slabs in that list */
-	uint64_t free_time;         /* free block: when freed (ms, os_now_ms) */
+	uint16_t local_cnt;         /* slab: objects on `local` */
+	uint32_t local_tail;        /* slab: last object on `local`, as its offset in the segment */
+	union {
+		uint64_t free_time; /* free block: when freed (ms, os_now_ms) */
+		/* slab, frozen: objects its owner freed to it, owner-only (no
+		 * atomics); spliced into the free list when the owner takes the
+		 * slab or unfreezes it. NULL otherwise. */
+		void *local;
+	};
 	void *_Atomic owner;        /* slab: the CPU part that froze it, NULL when not frozen
 	                             * (set after freezing, cleared before unfreezing) */
 } __attribute__((aligned(CACHE_LINE)));
+_Static_assert(sizeof(struct slab) == CACHE_LINE, "one descriptor per cache line");
+
 
 struct segment {
 	struct slab desc[SEG_PAGES];   /* one per page of the segment */

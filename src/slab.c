@@ -216,6 +216,8 @@ struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain)
 	slab->objects = (uint16_t)objects;
 	slab->on_node = 0;
 	slab->next = slab->prev = NULL;
+	slab->local = NULL;
+	slab->local_cnt = 0;
 	if (s->debug)
 		debug_init_slab(s, slab);
 	if (s->ctor)
@@ -292,20 +294,52 @@ static void *take_freelist(struct uslab_cache *s, struct cpu_cache *c, struct sl
 	return fl;
 }
 
-/* Freeze a slab for the CPU partial list, leaving its free list in place. */
-static void freeze_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+/* Freeze a slab for the CPU partial list, leaving its free list in place;
+ * returns its free objects. */
+static unsigned freeze_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 {
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
 	while (!fc_cas(slab, &old, old | FC_FROZEN))
 		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 	set_owner(slab, c);
+	return slab->objects - fc_inuse(old);
 }
 
-static void push_cpu_partial(struct cpu_cache *c, struct slab *slab)
+/* nfree: the slab's free objects as far as we know */
+static void push_cpu_partial(struct cpu_cache *c, struct slab *slab, unsigned nfree)
 {
-	slab->cpu_partial_slabs = (uint16_t)(c->partial ? c->partial->cpu_partial_slabs + 1 : 1);
-	slab->next = c->partial;
-	c->partial = slab;
+	slab->acct = (uint16_t)nfree;
+	c->partial_free += nfree;
+	slab->next = NULL;
+	if (c->partial_tail)
+		c->partial_tail->next = slab;
+	else
+		c->partial = slab;
+	c->partial_tail = slab;
+	c->npartial++;
+}
+
+static struct slab *pop_cpu_partial(struct cpu_cache *c)
+{
+	struct slab *slab = c->partial;
+	if (slab) {
+		c->partial = slab->next;
+		if (!c->partial)
+			c->partial_tail = NULL;
+		c->npartial--;
+		c->partial_free -= slab->acct;
+	}
+	return slab;
+}
+
+/* Take the whole CPU partial list. */
+static struct slab *take_cpu_partials(struct cpu_cache *c)
+{
+	struct slab *list = c->partial;
+	c->partial = c->partial_tail = NULL;
+	c->npartial = 0;
+	c->partial_free = 0;
+	return list;
 }
 
 /* Refill the CPU part from the node partial list: the first slab becomes
@@ -329,11 +363,14 @@ static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
 			cpu_set_slab(s, c, slab);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
 		} else {
-			freeze_slab(s, c, slab);
-			push_cpu_partial(c, slab);
+			unsigned nfree = freeze_slab(s, c, slab);
+			push_cpu_partial(c, slab, nfree);
+			moved += nfree;
 			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_NODE);
 		}
-		if (++moved > TUNE(s, cpu_partial_slabs) / 2)
+		/* up to half of cpu_partial's objects onto the CPU partial list */
+		unsigned cp = TUNE(s, cpu_partial);
+		if (!cp || moved > cp / 2)
 			break;
 	}
 	NODE_UNLOCK(n);
@@ -341,6 +378,7 @@ static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
 }
 
 static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, unsigned n);
+static void free_local(struct uslab_cache *s, struct slab *slab, void *head, void *tail, unsigned cnt);
 
 /* ---- giving slabs back to the node ------------------------------------- */
 
@@ -356,14 +394,22 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c, struct
 	while (list) {
 		struct slab *slab = list;
 		list = slab->next;
-		uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
+		uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
+		void *local = slab->local;
+		unsigned nlocal = slab->local_cnt;
+		slab->local = NULL;
+		slab->local_cnt = 0;
 		set_owner(slab, NULL);
-		while (!fc_cas(slab, &old, old & ~FC_FROZEN))
-			stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+		do {   /* the owner's local frees go onto the slab's list */
+			void *prior = fc_freelist(old, slab);
+			if (local)
+				set_freepointer(s, (char *)page_segment(slab) + slab->local_tail, prior);
+			new = fc_make(local ? local : prior, fc_inuse(old) - nlocal, false);
+		} while (!fc_cas(slab, &old, new) && (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
 		/* Unfrozen under the lock: a free that empties it now waits for the
 		 * lock and finds it listed. An empty slab has no objects out, so
 		 * nothing can race with discarding it. */
-		if (!fc_inuse(old) && nr_partial(n) >= TUNE(s, min_partial)) {
+		if (!fc_inuse(new) && nr_partial(n) >= TUNE(s, min_partial)) {
 			slab->next = discard;
 			discard = slab;
 		} else {
@@ -379,17 +425,22 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c, struct
 	}
 }
 
-/* A free froze a full slab for this CPU: put it on the CPU partial list,
- * first draining the list to the node if it is at its limit. */
-static void put_cpu_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+/* Our frees brought the CPU partial list's free objects above cpu_partial:
+ * the whole list goes back to the node, in one lock hold. */
+static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c)
 {
-	if (c->partial && c->partial->cpu_partial_slabs >= TUNE(s, cpu_partial_slabs)) {
-		struct slab *list = c->partial;
-		c->partial = NULL;
-		unfreeze_partials(s, c, list);
-		stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_DRAIN);
-	}
-	push_cpu_partial(c, slab);
+	unfreeze_partials(s, c, take_cpu_partials(c));
+	stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_DRAIN);
+}
+
+/* A free froze a full slab for this CPU, with nfree objects on its local
+ * list: put it on the CPU partial list, draining the list first if it
+ * would hold more than cpu_partial free objects. */
+static void put_cpu_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, unsigned nfree)
+{
+	if (c->npartial && c->partial_free + nfree > TUNE(s, cpu_partial))
+		drain_cpu_partial(s, c);
+	push_cpu_partial(c, slab, nfree);
 }
 
 /*
@@ -449,11 +500,8 @@ void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 		stat_inc(s, c, USLAB_STAT_CPUSLAB_FLUSH);
 		deactivate_slab(s, c, slab, fl);
 	}
-	if (c->partial) {
-		struct slab *list = c->partial;
-		c->partial = NULL;
-		unfreeze_partials(s, c, list);
-	}
+	if (c->partial)
+		unfreeze_partials(s, c, take_cpu_partials(c));
 }
 
 /* ---- allocation slow path (___slab_alloc) ------------------------------ */
@@ -475,11 +523,17 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 		cpu_set_slab(s, c, NULL);
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_BYPASS);
 	}
-	while ((slab = c->partial) != NULL) {
-		c->partial = slab->next;
-		if (c->partial)
-			c->partial->cpu_partial_slabs = (uint16_t)(slab->cpu_partial_slabs - 1);
-		fl = take_freelist(s, c, slab);
+	while ((slab = pop_cpu_partial(c)) != NULL) {
+		if (slab->local) {
+			/* Our own frees first: no CAS. Other threads' frees stay on
+			 * the slab's list for an ALLOC_REFILL. */
+			fl = slab->local;
+			cpu_count(&c->fl_in, slab->local_cnt);
+			slab->local = NULL;
+			slab->local_cnt = 0;
+		} else {
+			fl = take_freelist(s, c, slab);
+		}
 		if (likely(fl)) {   /* frozen slabs only gain objects: never empty */
 			cpu_set_slab(s, c, slab);
 			c->freelist = fl;
@@ -566,7 +620,7 @@ void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *sl
 {
 	struct node *n = &s->node;
 	bool locked = false, was_frozen;
-	bool can_freeze = c && TUNE(s, cpu_partial_slabs);
+	bool can_freeze = c && TUNE(s, cpu_partial);
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
 	void *prior;
 	for (;;) {
@@ -575,33 +629,41 @@ void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *sl
 			locked = false;
 		}
 		prior = fc_freelist(old, slab);
+		was_frozen = fc_frozen(old);
+		if (can_freeze && !prior && !was_frozen) {
+			/* Full slab: freeze it onto our CPU partial list, the chain
+			 * on its owner-local list (the slab's own list stays empty),
+			 * so our later frees and the refill that takes it need no
+			 * atomic. The chain is linked after the CAS: nobody else
+			 * reads it, and a store to a cold object before a locked
+			 * instruction would stall it. */
+			if (fc_cas(slab, &old, old | FC_FROZEN)) {
+				set_owner(slab, c);
+				slab->local = NULL;
+				free_local(s, slab, head, tail, cnt);
+				put_cpu_partial(s, c, slab, cnt);
+				stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_FREE);
+				return;
+			}
+			stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+			continue;
+		}
 		if (unlikely(prior == head))
 			slab_bad_free(s, slab, head, "double free");
 		set_freepointer(s, tail, prior);
-		was_frozen = fc_frozen(old);
 		unsigned inuse = fc_inuse(old) - cnt;
-		bool frozen = was_frozen;
 		if ((!inuse || !prior) && !was_frozen) {
-			if (can_freeze && !prior) {
-				frozen = true;   /* full slab: freeze it onto our CPU partial list */
-			} else {
-				NODE_LOCK(s, c, n);
-				locked = true;
-			}
+			NODE_LOCK(s, c, n);
+			locked = true;
 		}
-		new = fc_make(head, inuse, frozen);
+		new = fc_make(head, inuse, was_frozen);
 		if (fc_cas(slab, &old, new))
 			break;
 		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 	}
 	if (!locked) {
-		if (was_frozen) {
+		if (was_frozen)
 			stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
-		} else if (fc_frozen(new)) {
-			set_owner(slab, c);
-			put_cpu_partial(s, c, slab);
-			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_FREE);
-		}
 		return;
 	}
 	/* Partial but not listed: someone is deactivating it and will list it. */
@@ -633,6 +695,32 @@ void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *sl
  * senders' objects freed by one receiver) still group, while a random order
  * costs a few compares per object, not a sort.
  */
+/* Free the chain head..tail (cnt objects) to a slab frozen by the caller's
+ * CPU part, other than its CPU slab: onto the slab's owner-local list, with
+ * plain stores. */
+static void free_local(struct uslab_cache *s, struct slab *slab, void *head, void *tail, unsigned cnt)
+{
+	if (unlikely(head == slab->local))
+		slab_bad_free(s, slab, head, "double free");
+	set_freepointer(s, tail, slab->local);
+	if (!slab->local)
+		slab->local_tail = (uint32_t)((uintptr_t)tail & SEG_MASK);
+	slab->local = head;
+	slab->local_cnt = (uint16_t)(slab->local_cnt + cnt);
+}
+
+/* The same for a slab on our CPU partial list (the only place a slab we
+ * froze can be, other than the CPU slab), counted against cpu_partial. */
+static void free_local_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
+			       void *tail, unsigned cnt)
+{
+	free_local(s, slab, head, tail, cnt);
+	slab->acct = (uint16_t)(slab->acct + cnt);
+	c->partial_free += cnt;
+	if (c->partial_free > TUNE(s, cpu_partial))
+		drain_cpu_partial(s, c);
+}
+
 #define GROUPS 8
 struct group {
 	struct slab *slab;
@@ -648,6 +736,10 @@ static void group_free(struct uslab_cache *s, struct cpu_cache *c, struct group 
 		set_freepointer(s, g->tail, c->freelist);
 		c->freelist = g->head;
 		cpu_count(&c->fl_in, g->cnt);
+		return;
+	}
+	if (c && atomic_load_explicit(&g->slab->owner, memory_order_relaxed) == c) {
+		free_local_partial(s, c, g->slab, g->head, g->tail, g->cnt);
 		return;
 	}
 	slab_free_chain(s, c, g->slab, g->head, g->tail, g->cnt);
@@ -734,6 +826,21 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 	}
 	track_free(x, s->object_size);
 	if (likely(c)) {
+		if (atomic_load_explicit(&slab->owner, memory_order_relaxed) == c) {
+			/* A slab we froze (only we set owner to c, and clear it
+			 * before unfreezing): no other thread takes its objects,
+			 * so our free needs no atomic. */
+			stat_inc(s, c, USLAB_STAT_FREE_SLOWPATH);
+			if (slab == c->slab) {
+				set_freepointer(s, x, c->freelist);
+				c->freelist = x;
+				cpu_count(&c->fl_in, 1);
+			} else {
+				stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
+				free_local_partial(s, c, slab, x, x, 1);
+			}
+			return;
+		}
 		unsigned cap = TUNE(s, queue_cap);
 		if (cap && fc_frozen(old) && atomic_load_explicit(&slab->owner, memory_order_relaxed) != c &&
 		    (c->queue || (c->queue = free_queue_get()))) {

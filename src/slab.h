@@ -71,7 +71,15 @@ struct cpu_cache {
 	_Atomic uint64_t fl_in;         /* objects the slow path put on freelist, less those it took off */
 	unsigned qn;                    /* objects in queue */
 	struct slab *slab;              /* the CPU slab (frozen), or NULL */
-	struct slab *partial;           /* CPU partial list (frozen slabs), via slab->next */
+	/* CPU partial list (frozen slabs), via slab->next: first in, first
+	 * out, so that a slab a free just froze (often with one free object)
+	 * gathers more frees before allocation comes back to it */
+	struct slab *partial, *partial_tail;
+	unsigned npartial;              /* slabs on it */
+	/* Free objects on it, as far as this CPU knows: those of each slab
+	 * when it came onto the list, and our own frees to it since (other
+	 * threads' frees to its slabs are not seen). Bounded by cpu_partial. */
+	unsigned partial_free;
 	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
 	struct cpu_thread *thread;      /* the thread this part belongs to */
 	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
@@ -113,8 +121,7 @@ struct uslab_cache {
 	/* Tunables: written by setters, read without locks by the slow paths
 	 * (relaxed atomics: a stale value for one operation is harmless, as in
 	 * SLUB's sysfs tunables). */
-	_Atomic unsigned cpu_partial;       /* objects kept on CPU partial lists */
-	_Atomic unsigned cpu_partial_slabs; /* the same in slabs; 0 = no CPU partial lists */
+	_Atomic unsigned cpu_partial;       /* free objects kept on CPU partial lists; 0 = none */
 	_Atomic unsigned long min_partial;  /* empty slabs kept on the node list */
 	_Atomic unsigned queue_cap;         /* CPU object queue length; 0 = plain SLUB frees */
 
