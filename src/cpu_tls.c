@@ -161,6 +161,9 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	c->partial = c->partial_tail = NULL;
 	c->npartial = 0;
 	c->partial_free = 0;
+	c->full = NULL;
+	c->nfull = 0;
+	atomic_store_explicit(&c->delayed, NULL, memory_order_relaxed);
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);
 	atomic_store_explicit(&c->fl_in, 0, memory_order_relaxed);

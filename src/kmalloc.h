@@ -73,7 +73,7 @@ static inline void kfree(void *p)
 		return;
 	struct slab *d = page_obj_slab(p);
 	if (likely(page_kind(d) == PK_SLAB)) {
-		slab_free_fast(d->cache, p);
+		slab_free_fast_slab(d->cache, d, p);
 		return;
 	}
 	kfree_other(p, d);

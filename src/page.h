@@ -56,7 +56,10 @@ struct slab {
 	                             * buddy's kind while its owner may change it (BUSY<->SLAB) */
 	uint8_t order;              /* head: block order */
 	uint8_t on_node;            /* slab: on the node partial list (node list_lock) */
-	uint8_t dirty;              /* free block: has pages not yet given back to the OS */
+	union {
+		uint8_t dirty;      /* free block: has pages not yet given back to the OS */
+		uint8_t ostate;     /* slab, frozen: its owner's OS_* flags (owner only) */
+	};
 	uint16_t local_cnt;         /* slab: objects on `local` */
 	uint32_t local_tail;        /* slab: last object on `local`, as its offset in the segment */
 	union {

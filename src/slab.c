@@ -273,23 +273,38 @@ void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 /* ---- taking slabs ------------------------------------------------------ */
 
 /*
- * Take a slab's whole free list for the CPU (acquire_slab/get_freelist):
- * the list becomes the caller's, inuse = objects. The slab stays (or
- * becomes) frozen if the list is non-empty; a frozen slab whose list is
- * empty is unfrozen instead: it is full and goes on no list.
+ * Take a node slab's whole free list for the CPU (acquire_slab): the list
+ * becomes the caller's, inuse = objects, and the slab is frozen for c. The
+ * list is not empty (node slabs have free objects, and only list holders
+ * take them).
  */
-static void *take_freelist(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+static void *take_node_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 {
-	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
+	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
+	while (!fc_cas(slab, &old, fc_make(NULL, slab->objects, true)))
+		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+	set_owner(slab, c);
+	slab->ostate = 0;
+	/* the list holds every object not in use */
+	cpu_count(&c->fl_in, slab->objects - fc_inuse(old));
+	return fc_freelist(old, slab);
+}
+
+/*
+ * Take the list of a slab c keeps frozen (get_freelist): what other
+ * threads freed to it. It stays frozen, flags kept; an empty list is left
+ * alone (no CAS), and NULL returned.
+ */
+static void *take_frozen_list(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
 	void *fl;
-	set_owner(slab, NULL);   /* before a CAS that may unfreeze it */
 	do {
 		fl = fc_freelist(old, slab);
-		new = fc_make(NULL, slab->objects, fl != NULL);
-	} while (!fc_cas(slab, &old, new) && (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
-	if (fl)
-		set_owner(slab, c);
-	/* the list holds every object not in use */
+		if (!fl)
+			return NULL;
+	} while (!fc_cas(slab, &old, fc_set(NULL, slab->objects, fc_flags(old))) &&
+		 (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
 	cpu_count(&c->fl_in, slab->objects - fc_inuse(old));
 	return fl;
 }
@@ -302,6 +317,7 @@ static unsigned freeze_slab(struct uslab_cache *s, struct cpu_cache *c, struct s
 	while (!fc_cas(slab, &old, old | FC_FROZEN))
 		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 	set_owner(slab, c);
+	slab->ostate = 0;
 	return slab->objects - fc_inuse(old);
 }
 
@@ -359,7 +375,7 @@ static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
 		if (!object) {
 			/* Listed slabs have free objects, and only list holders
 			 * take them, so the list cannot be empty here. */
-			object = take_freelist(s, c, slab);
+			object = take_node_slab(s, c, slab);
 			cpu_set_slab(s, c, slab);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
 		} else {
@@ -378,44 +394,203 @@ static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
 }
 
 static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, unsigned n);
-static void free_local(struct uslab_cache *s, struct slab *slab, void *head, void *tail, unsigned cnt);
+static void free_local(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head, void *tail,
+		       unsigned cnt);
+static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c);
+
+/* ---- parked slabs ------------------------------------------------------ */
+/*
+ * A CPU slab that runs out is full. SLUB unfreezes it and lets the first
+ * free freeze it again, for whichever CPU frees: two CAS on the slab word
+ * per slab reused, the second usually on a cold line. Here the CPU keeps
+ * it frozen instead, on its full list ("parked"), so that its own frees to
+ * it take no atomic at all (they move it to the CPU partial list). To
+ * hear of other threads' frees, the owner arms the slab (FC_PARKED, one
+ * CAS, only when not still armed from before); the first free by another
+ * thread clears FC_PARKED, sets FC_NOTIFYING, pushes its objects onto the
+ * owner's `delayed` list, and clears FC_NOTIFYING. Later frees go onto the
+ * slab's own list as for any frozen slab. The owner takes `delayed` in on
+ * its alloc slow path, which moves those slabs to its partial list.
+ *
+ * While a notification may be on its way (OS_ARMED without FC_PARKED, or
+ * FC_NOTIFYING), the owner must not unfreeze the slab or arm it again:
+ * owner_settle() waits for the push and takes `delayed` in first. The
+ * notifier reads slab->owner after its CAS; the owner disarms the slab
+ * (clears FC_PARKED by CAS) before it clears owner to unfreeze it.
+ */
+
+static void full_add(struct cpu_cache *c, struct slab *slab)
+{
+	slab->prev = NULL;
+	slab->next = c->full;
+	if (c->full)
+		c->full->prev = slab;
+	c->full = slab;
+	c->nfull++;
+	slab->ostate |= OS_FULL;
+}
+
+static void full_del(struct cpu_cache *c, struct slab *slab)
+{
+	if (slab->prev)
+		slab->prev->next = slab->next;
+	else
+		c->full = slab->next;
+	if (slab->next)
+		slab->next->prev = slab->prev;
+	slab->next = slab->prev = NULL;
+	c->nfull--;
+	slab->ostate &= (uint8_t)~OS_FULL;
+}
+
+/* Take in the objects other threads handed over with their notifications:
+ * each goes where c's own free would put it, without the counting (they
+ * were counted as frees by the threads that freed them). */
+static void drain_delayed(struct uslab_cache *s, struct cpu_cache *c)
+{
+	void *x = atomic_exchange_explicit(&c->delayed, NULL, memory_order_acquire);
+	while (x) {
+		void *next = get_freepointer(s, x);
+		struct slab *slab = page_obj_slab(x);
+		slab->ostate &= (uint8_t)~OS_ARMED;
+		if (slab == c->slab) {
+			set_freepointer(s, x, c->freelist);
+			c->freelist = x;
+			cpu_count(&c->fl_in, 1);
+		} else {
+			free_local(s, c, slab, x, x, 1);
+			if (slab->ostate & OS_FULL) {
+				/* its free objects now: the slab's list, and local */
+				uint64_t fc = atomic_load_explicit(&slab->fc, memory_order_relaxed);
+				full_del(c, slab);
+				push_cpu_partial(c, slab, slab->objects - fc_inuse(fc) + slab->local_cnt);
+			}
+		}
+		x = next;
+	}
+}
+
+/* The word of a slab c keeps frozen, once no notification is on its way. */
+static uint64_t owner_settle(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	for (;;) {
+		uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
+		if (old & FC_NOTIFYING) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		if ((slab->ostate & OS_ARMED) && !(old & FC_PARKED)) {
+			drain_delayed(s, c);   /* the notification is complete: take it in */
+			continue;
+		}
+		return old;
+	}
+}
+
+/* Splice a frozen slab's owner-local objects onto the chain *head..*tail
+ * (the CPU's objects of it), counting them into *n. */
+static void splice_local(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void **head, void **tail,
+			 unsigned *n)
+{
+	if (!slab->local)
+		return;
+	cpu_count(&c->fl_in, -(uint64_t)slab->local_cnt);
+	void *ltail = (char *)page_segment(slab) + slab->local_tail;
+	set_freepointer(s, ltail, *head);
+	if (!*head)
+		*tail = ltail;
+	*head = slab->local;
+	*n += slab->local_cnt;
+	slab->local = NULL;
+	slab->local_cnt = 0;
+}
+
+/*
+ * Unfreeze a slab c keeps frozen, with the chain head..tail of nfree of
+ * its objects that c holds (its CPU free list) and its local objects
+ * spliced onto its list. Returns the new word and, in *prior, the list the
+ * slab had. c's own flags and owner are cleared.
+ */
+static uint64_t owner_unfreeze(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
+			       void *tail, unsigned nfree, void **prior)
+{
+	uint64_t old, new;
+	for (;;) {
+		old = owner_settle(s, c, slab);
+		if (old & FC_PARKED) {
+			/* Disarm first: once no notifier can start, owner may be
+			 * cleared before the unfreezing CAS, after which the slab
+			 * is no longer ours to write. */
+			if (!fc_cas(slab, &old, old & ~FC_PARKED)) {
+				stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+				continue;
+			}
+			slab->ostate &= (uint8_t)~OS_ARMED;
+			old &= ~FC_PARKED;
+		}
+		splice_local(s, c, slab, &head, &tail, &nfree);
+		*prior = fc_freelist(old, slab);
+		if (tail)
+			set_freepointer(s, tail, *prior);
+		new = fc_make(head ? head : *prior, fc_inuse(old) - nfree, false);
+		slab->ostate = 0;
+		set_owner(slab, NULL);
+		if (fc_cas(slab, &old, new))
+			break;
+		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);   /* a free came: still ours, try again */
+	}
+	return new;
+}
+
+/* The CPU slab ran out: park it (or, if objects came meanwhile, put it on
+ * the CPU partial list). */
+static void park_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	for (;;) {
+		uint64_t old = owner_settle(s, c, slab);
+		if (slab->local || fc_freelist(old, slab)) {
+			push_cpu_partial(c, slab, slab->local_cnt ? slab->local_cnt : 1);
+			return;
+		}
+		if ((old & FC_PARKED) || fc_cas(slab, &old, old | FC_PARKED))
+			break;   /* armed (still, or now) */
+		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+	}
+	slab->ostate |= OS_ARMED;
+	full_add(c, slab);
+}
 
 /* ---- giving slabs back to the node ------------------------------------- */
 
 /*
- * Unfreeze the slabs of a CPU partial list onto the node list, in one lock
- * hold; empty ones beyond min_partial go back to the page allocator.
+ * Unfreeze a list of slabs c kept frozen (its CPU partial list or its full
+ * list), in one node lock hold: those with free objects go onto the node
+ * list, full ones on no list, empty ones beyond min_partial back to the
+ * page allocator.
  */
-static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c, struct slab *list)
+static void unfreeze_list(struct uslab_cache *s, struct cpu_cache *c, struct slab *list)
 {
 	struct node *n = &s->node;
 	struct slab *discard = NULL;
+	/* off c's lists already: taking `delayed` in must not move them */
+	for (struct slab *slab = list; slab; slab = slab->next)
+		slab->ostate &= (uint8_t)~OS_FULL;
 	NODE_LOCK(s, c, n);
 	while (list) {
 		struct slab *slab = list;
+		void *prior;
 		list = slab->next;
-		uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
-		void *local = slab->local;
-		unsigned nlocal = slab->local_cnt;
-		slab->local = NULL;
-		slab->local_cnt = 0;
-		set_owner(slab, NULL);
-		do {   /* the owner's local frees go onto the slab's list */
-			void *prior = fc_freelist(old, slab);
-			if (local)
-				set_freepointer(s, (char *)page_segment(slab) + slab->local_tail, prior);
-			new = fc_make(local ? local : prior, fc_inuse(old) - nlocal, false);
-		} while (!fc_cas(slab, &old, new) && (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
+		uint64_t new = owner_unfreeze(s, c, slab, NULL, NULL, 0, &prior);
 		/* Unfrozen under the lock: a free that empties it now waits for the
 		 * lock and finds it listed. An empty slab has no objects out, so
 		 * nothing can race with discarding it. */
 		if (!fc_inuse(new) && nr_partial(n) >= TUNE(s, min_partial)) {
 			slab->next = discard;
 			discard = slab;
-		} else {
+		} else if (fc_freelist(new, slab)) {
 			add_partial_locked(n, slab, true);
 			stat_inc(s, c, USLAB_STAT_FREE_ADD_PARTIAL);
-		}
+		}   /* else full: on no list, and any free may freeze it now */
 	}
 	NODE_UNLOCK(n);
 	while (discard) {
@@ -429,13 +604,14 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c, struct
  * the whole list goes back to the node, in one lock hold. */
 static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c)
 {
-	unfreeze_partials(s, c, take_cpu_partials(c));
+	unfreeze_list(s, c, take_cpu_partials(c));
 	stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_DRAIN);
 }
 
-/* A free froze a full slab for this CPU, with nfree objects on its local
- * list: put it on the CPU partial list, draining the list first if it
- * would hold more than cpu_partial free objects. */
+/* A free froze a full slab for this CPU, or one of its parked slabs got
+ * free objects, nfree on its local list: put it on the CPU partial list,
+ * draining the list first if it would hold more than cpu_partial free
+ * objects. */
 static void put_cpu_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, unsigned nfree)
 {
 	if (c->npartial && c->partial_free + nfree > TUNE(s, cpu_partial))
@@ -452,21 +628,13 @@ static void deactivate_slab(struct uslab_cache *s, struct cpu_cache *c, struct s
 {
 	struct node *n = &s->node;
 	unsigned nfree = 0;
-	void *tail = NULL;
+	void *tail = NULL, *prior;
 	for (void *p = freelist; p; p = get_freepointer(s, p)) {
 		tail = p;
 		nfree++;
 	}
 	cpu_count(&c->fl_in, -(uint64_t)nfree);
-	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire), new;
-	void *prior;
-	set_owner(slab, NULL);
-	do {
-		prior = fc_freelist(old, slab);
-		if (tail)
-			set_freepointer(s, tail, prior);
-		new = fc_make(freelist ? freelist : prior, fc_inuse(old) - nfree, false);
-	} while (!fc_cas(slab, &old, new) && (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
+	uint64_t new = owner_unfreeze(s, c, slab, freelist, tail, nfree, &prior);
 	if (prior)
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_REMOTE_FREES);
 	if (!fc_freelist(new, slab)) {
@@ -492,16 +660,29 @@ void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
 	if (c->qn)
 		queue_flush(s, c, c->qn);
-	if (c->slab) {
-		struct slab *slab = c->slab;
-		void *fl = c->freelist;
-		cpu_set_slab(s, c, NULL);
-		c->freelist = NULL;
-		stat_inc(s, c, USLAB_STAT_CPUSLAB_FLUSH);
-		deactivate_slab(s, c, slab, fl);
+	/* Taking `delayed` in may move slabs between c's lists: loop until
+	 * every list is empty. */
+	for (;;) {
+		if (atomic_load_explicit(&c->delayed, memory_order_relaxed))
+			drain_delayed(s, c);
+		if (c->slab) {
+			struct slab *slab = c->slab;
+			void *fl = c->freelist;
+			cpu_set_slab(s, c, NULL);
+			c->freelist = NULL;
+			stat_inc(s, c, USLAB_STAT_CPUSLAB_FLUSH);
+			deactivate_slab(s, c, slab, fl);
+		} else if (c->partial) {
+			unfreeze_list(s, c, take_cpu_partials(c));
+		} else if (c->full) {
+			struct slab *list = c->full;
+			c->full = NULL;
+			c->nfull = 0;
+			unfreeze_list(s, c, list);
+		} else {
+			break;
+		}
 	}
-	if (c->partial)
-		unfreeze_partials(s, c, take_cpu_partials(c));
 }
 
 /* ---- allocation slow path (___slab_alloc) ------------------------------ */
@@ -513,26 +694,35 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 	struct slab *slab = c->slab;
 	if (slab) {
 		/* Objects other threads freed to our CPU slab meanwhile. */
-		fl = take_freelist(s, c, slab);
+		fl = take_frozen_list(s, c, slab);
 		if (fl) {
 			c->freelist = fl;
 			stat_inc(s, c, USLAB_STAT_ALLOC_REFILL);
 			return true;
 		}
-		/* Full: take_freelist unfroze it; it lives on no list now. */
+		/* Full: park it, or, without CPU partial lists, unfreeze it
+		 * (SLUB: it then lives on no list). */
 		cpu_set_slab(s, c, NULL);
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_BYPASS);
+		if (TUNE(s, cpu_partial))
+			park_slab(s, c, slab);
+		else
+			deactivate_slab(s, c, slab, NULL);
+	}
+	if (atomic_load_explicit(&c->delayed, memory_order_relaxed)) {
+		drain_delayed(s, c);   /* parked slabs that other threads freed to */
+		if (c->partial_free > TUNE(s, cpu_partial))
+			drain_cpu_partial(s, c);
 	}
 	while ((slab = pop_cpu_partial(c)) != NULL) {
 		if (slab->local) {
 			/* Our own frees first: no CAS. Other threads' frees stay on
 			 * the slab's list for an ALLOC_REFILL. */
-			fl = slab->local;
-			cpu_count(&c->fl_in, slab->local_cnt);
+			fl = slab->local;   /* counted in fl_in already */
 			slab->local = NULL;
 			slab->local_cnt = 0;
 		} else {
-			fl = take_freelist(s, c, slab);
+			fl = take_frozen_list(s, c, slab);
 		}
 		if (likely(fl)) {   /* frozen slabs only gain objects: never empty */
 			cpu_set_slab(s, c, slab);
@@ -611,6 +801,20 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 
 /* ---- free slow path (__slab_free) -------------------------------------- */
 
+/* We cleared FC_PARKED of a parked slab and set FC_NOTIFYING: push the
+ * chain head..tail onto its owner's delayed list, then clear FC_NOTIFYING
+ * (until then the owner cannot unfreeze it, so slab->owner stays valid). */
+static void notify_owner(struct uslab_cache *s, struct slab *slab, void *head, void *tail)
+{
+	struct cpu_cache *own = atomic_load_explicit(&slab->owner, memory_order_relaxed);
+	void *top = atomic_load_explicit(&own->delayed, memory_order_relaxed);
+	do
+		set_freepointer(s, tail, top);
+	while (!atomic_compare_exchange_weak_explicit(&own->delayed, &top, head, memory_order_release,
+						      memory_order_relaxed));
+	atomic_fetch_and_explicit(&slab->fc, ~FC_NOTIFYING, memory_order_release);
+}
+
 /*
  * Free the chain head..tail (cnt objects, all of `slab`) to a slab that is
  * not this CPU's slab: one CAS on the slab word.
@@ -639,10 +843,21 @@ void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *sl
 			 * instruction would stall it. */
 			if (fc_cas(slab, &old, old | FC_FROZEN)) {
 				set_owner(slab, c);
+				slab->ostate = 0;
 				slab->local = NULL;
-				free_local(s, slab, head, tail, cnt);
+				free_local(s, c, slab, head, tail, cnt);
 				put_cpu_partial(s, c, slab, cnt);
 				stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_FREE);
+				return;
+			}
+			stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+			continue;
+		}
+		if (old & FC_PARKED) {
+			/* The owner parked it and waits to hear: hand it the chain. */
+			if (fc_cas(slab, &old, (old & ~FC_PARKED) | FC_NOTIFYING)) {
+				notify_owner(s, slab, head, tail);
+				stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
 				return;
 			}
 			stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
@@ -656,7 +871,7 @@ void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *sl
 			NODE_LOCK(s, c, n);
 			locked = true;
 		}
-		new = fc_make(head, inuse, was_frozen);
+		new = fc_set(head, inuse, fc_flags(old));   /* a notifier's bit stays */
 		if (fc_cas(slab, &old, new))
 			break;
 		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
@@ -695,10 +910,13 @@ void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *sl
  * senders' objects freed by one receiver) still group, while a random order
  * costs a few compares per object, not a sort.
  */
-/* Free the chain head..tail (cnt objects) to a slab frozen by the caller's
- * CPU part, other than its CPU slab: onto the slab's owner-local list, with
- * plain stores. */
-static void free_local(struct uslab_cache *s, struct slab *slab, void *head, void *tail, unsigned cnt)
+/* Free the chain head..tail (cnt objects) to a slab c keeps frozen, other
+ * than its CPU slab: onto the slab's owner-local list, with plain stores.
+ * Local objects count as on the CPU free list for the derived
+ * ALLOC_FASTPATH: these in fl_in, those slab_free_owned() frees in
+ * FREE_FASTPATH. */
+static void free_local(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head, void *tail,
+		       unsigned cnt)
 {
 	if (unlikely(head == slab->local))
 		slab_bad_free(s, slab, head, "double free");
@@ -707,14 +925,21 @@ static void free_local(struct uslab_cache *s, struct slab *slab, void *head, voi
 		slab->local_tail = (uint32_t)((uintptr_t)tail & SEG_MASK);
 	slab->local = head;
 	slab->local_cnt = (uint16_t)(slab->local_cnt + cnt);
+	cpu_count(&c->fl_in, cnt);
 }
 
-/* The same for a slab on our CPU partial list (the only place a slab we
- * froze can be, other than the CPU slab), counted against cpu_partial. */
-static void free_local_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
-			       void *tail, unsigned cnt)
+/* A free by c to a slab it keeps frozen other than its CPU slab: one on
+ * its CPU partial list (counted against cpu_partial), or a parked one
+ * (which moves to the partial list). */
+static void owner_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head, void *tail,
+		       unsigned cnt)
 {
-	free_local(s, slab, head, tail, cnt);
+	free_local(s, c, slab, head, tail, cnt);
+	if (slab->ostate & OS_FULL) {
+		full_del(c, slab);
+		put_cpu_partial(s, c, slab, cnt);
+		return;
+	}
 	slab->acct = (uint16_t)(slab->acct + cnt);
 	c->partial_free += cnt;
 	if (c->partial_free > TUNE(s, cpu_partial))
@@ -739,7 +964,7 @@ static void group_free(struct uslab_cache *s, struct cpu_cache *c, struct group 
 		return;
 	}
 	if (c && atomic_load_explicit(&g->slab->owner, memory_order_relaxed) == c) {
-		free_local_partial(s, c, g->slab, g->head, g->tail, g->cnt);
+		owner_free(s, c, g->slab, g->head, g->tail, g->cnt);
 		return;
 	}
 	slab_free_chain(s, c, g->slab, g->head, g->tail, g->cnt);
@@ -827,9 +1052,9 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 	track_free(x, s->object_size);
 	if (likely(c)) {
 		if (atomic_load_explicit(&slab->owner, memory_order_relaxed) == c) {
-			/* A slab we froze (only we set owner to c, and clear it
-			 * before unfreezing): no other thread takes its objects,
-			 * so our free needs no atomic. */
+			/* A slab we keep frozen (only we set owner to c, and only
+			 * we unfreeze it, clearing owner): no other thread takes
+			 * its objects, so our free needs no atomic. */
 			stat_inc(s, c, USLAB_STAT_FREE_SLOWPATH);
 			if (slab == c->slab) {
 				set_freepointer(s, x, c->freelist);
@@ -837,7 +1062,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 				cpu_count(&c->fl_in, 1);
 			} else {
 				stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
-				free_local_partial(s, c, slab, x, x, 1);
+				owner_free(s, c, slab, x, x, 1);
 			}
 			return;
 		}
@@ -862,7 +1087,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 	void *prior = fc_freelist(old, slab);
 	if (likely(prior && prior != x && (fc_inuse(old) > 1 || fc_frozen(old)))) {
 		set_freepointer(s, x, prior);
-		if (likely(fc_cas(slab, &old, fc_make(x, fc_inuse(old) - 1, fc_frozen(old))))) {
+		if (likely(fc_cas(slab, &old, fc_set(x, fc_inuse(old) - 1, fc_flags(old))))) {
 			if (fc_frozen(old))
 				stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
 			return;

@@ -29,6 +29,13 @@
 #define FC_INUSE_SHIFT 22
 #define FC_INUSE_MASK  0xffffULL
 #define FC_FROZEN      (1ULL << 38)
+/* Parked slabs (full, kept frozen by their CPU, see slab.c): the owner
+ * sets PARKED to hear of the next free by another thread; that free clears
+ * it and sets NOTIFYING while it hands its objects to the owner. PARKED
+ * implies an empty list. */
+#define FC_PARKED      (1ULL << 39)
+#define FC_NOTIFYING   (1ULL << 40)
+#define FC_FLAGS       (FC_FROZEN | FC_PARKED | FC_NOTIFYING)
 
 static inline void *fc_freelist(uint64_t fc, const struct slab *slab)
 {
@@ -37,11 +44,21 @@ static inline void *fc_freelist(uint64_t fc, const struct slab *slab)
 }
 static inline unsigned fc_inuse(uint64_t fc) { return (unsigned)((fc >> FC_INUSE_SHIFT) & FC_INUSE_MASK); }
 static inline bool fc_frozen(uint64_t fc) { return fc & FC_FROZEN; }
-static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen)
+static inline uint64_t fc_flags(uint64_t fc) { return fc & FC_FLAGS; }
+/* A word with the given list, inuse and FC_* flags. */
+static inline uint64_t fc_set(const void *freelist, unsigned inuse, uint64_t flags)
 {
 	uint64_t off = freelist ? (uintptr_t)freelist & SEG_MASK : 0;
-	return off | ((uint64_t)inuse << FC_INUSE_SHIFT) | (frozen ? FC_FROZEN : 0);
+	return off | ((uint64_t)inuse << FC_INUSE_SHIFT) | flags;
 }
+static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen)
+{
+	return fc_set(freelist, inuse, frozen ? FC_FROZEN : 0);
+}
+
+/* Owner-side flags of a frozen slab (slab->ostate, owner only; slab.c). */
+#define OS_FULL  0x1   /* parked: on the owner's full list */
+#define OS_ARMED 0x2   /* the owner set FC_PARKED and has not seen it cleared since */
 
 /* ---- the node part (one node: user space has no NUMA placement yet) ----- */
 struct node {
@@ -80,6 +97,12 @@ struct cpu_cache {
 	 * when it came onto the list, and our own frees to it since (other
 	 * threads' frees to its slabs are not seen). Bounded by cpu_partial. */
 	unsigned partial_free;
+	/* Parked slabs: full slabs this CPU keeps frozen, via slab->next/prev
+	 * (owner only), and the objects other threads freed to them first,
+	 * handed over here (pushed by any thread, taken by the owner). */
+	struct slab *full;
+	unsigned nfull;
+	void *_Atomic delayed;
 	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
 	struct cpu_thread *thread;      /* the thread this part belongs to */
 	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
@@ -422,11 +445,39 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
 	return slab_alloc_fast_sized(s, 0);
 }
 
+/*
+ * The second fast free: x is in a slab on c's CPU partial list (frozen by
+ * c, which only c unfreezes): onto that slab's owner-local list, no atomic.
+ * Checks: the slab is c's, not parked and not the CPU slab (whose objects
+ * go to the CPU free list), x is an object of it and not the
+ * local head, and the list holds fewer free objects than cpu_partial (else
+ * the slow path drains it). False: take the slow path.
+ */
+static inline __attribute__((always_inline)) bool slab_free_owned(struct cpu_cache *c, struct slab *slab, void *x)
+{
+	struct uslab_cache *s = c->cache;
+	if (atomic_load_explicit(&slab->owner, memory_order_relaxed) != c || (slab->ostate & OS_FULL) ||
+	    slab == c->slab || !slab_obj_valid(s, slab, x) || x == slab->local || c->partial_free >= TUNE(s, cpu_partial))
+		return false;
+	track_free(x, s->object_size);
+	set_freepointer(s, x, slab->local);
+	if (!slab->local)
+		slab->local_tail = (uint32_t)((uintptr_t)x & SEG_MASK);
+	slab->local = x;
+	slab->local_cnt++;
+	slab->acct++;
+	c->partial_free++;
+	stat_inc(s, c, USLAB_STAT_FREE_FASTPATH);
+	return true;
+}
+
 /* Push to the CPU free list when x is in the CPU slab; the checks (inside
  * the slab, on an object boundary, not the list head) cost a subtraction,
- * a multiply and compares. Everything else, every foreign pointer
- * included, goes to the slow path, which checks it in full. x != NULL. */
-static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_cache *s, void *x)
+ * a multiply and compares. Then slab_free_owned(). Everything else, every
+ * foreign pointer included, goes to the slow path, which checks it in
+ * full. x != NULL. `slab`: x's descriptor if the caller has it, or NULL. */
+static inline __attribute__((always_inline)) void slab_free_fast_slab(struct uslab_cache *s, struct slab *slab,
+								   void *x)
 {
 	struct cpu_cache *c = cpu_this(s);
 	if (likely(c != NULL)) {
@@ -439,7 +490,16 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 			return;
 		}
 	}
-	slab_free_slow(s, page_obj_slab(x), x, c, __builtin_return_address(0));
+	if (!slab)
+		slab = page_obj_slab(x);
+	if (likely(c != NULL) && slab_free_owned(c, slab, x))
+		return;
+	slab_free_slow(s, slab, x, c, __builtin_return_address(0));
+}
+
+static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_cache *s, void *x)
+{
+	slab_free_fast_slab(s, NULL, x);
 }
 
 /* ---- stats.c ---------------------------------------------------------- */

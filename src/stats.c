@@ -34,9 +34,9 @@ const char *uslab_stat_desc(enum uslab_stat_item i)
 }
 
 /*
- * Fast-path allocations of a CPU part: what went onto its free list (slow
- * path refills less slow-path pops and flushes, plus fast frees) less what
- * is on it now. Only the owner can walk its list; another thread's list is
+ * Fast-path allocations of a CPU part: what went onto its free list or the
+ * owner-local lists of its slabs (slow path refills less slow-path pops
+ * and flushes, plus fast frees) less what is on them now. Only the owner can walk its list; another thread's list is
  * counted as allocated, as the kernel's slabinfo counts CPU slabs as full,
  * so such a sum runs ahead by at most one slab per live thread until that
  * thread's next slow path, flush or exit.
@@ -45,9 +45,12 @@ uint64_t cpu_alloc_fastpath(struct cpu_cache *c)
 {
 	uint64_t n = atomic_load_explicit(&c->fl_in, memory_order_relaxed) +
 		     atomic_load_explicit(&c->stat[USLAB_STAT_FREE_FASTPATH], memory_order_relaxed);
-	if (c->thread && c->thread == cpu_tls.thread)
+	if (c->thread && c->thread == cpu_tls.thread) {
 		for (void *p = c->freelist; p; p = get_freepointer(c->cache, p))
 			n--;
+		for (struct slab *slab = c->partial; slab; slab = slab->next)
+			n -= slab->local_cnt;   /* owner-local objects count as on the list */
+	}
 	return n;
 }
 
