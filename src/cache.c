@@ -163,11 +163,11 @@ static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(vo
 	pthread_mutex_init(&s->node.list_lock, NULL);
 }
 
-static void internal_cache(struct uslab_cache *s, const char *name, size_t size)
+static void internal_cache(struct uslab_cache *s, const char *name, size_t size, size_t align)
 {
 	cache_setup(s, name, NULL);
 	s->internal = true;   /* before the layout: uslab's own metadata is never debugged */
-	cache_layout(s, size, 0, 0);
+	cache_layout(s, size, align, 0);
 	cache_tunables(s);
 	s->id = UINT32_MAX;
 }
@@ -177,10 +177,11 @@ static void init_once_fn(void)
 	options_init();
 	fork_init();
 	export_init();   /* USLAB_OPTIONS=export: the stats file for uslabinfo */
-	internal_cache(&cache_cache, "uslab_cache", sizeof(struct uslab_cache));
-	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", sizeof(struct cpu_cache));
-	internal_cache(&cache_thread_cache, "uslab_thread", sizeof(struct cpu_thread));
-	internal_cache(&cache_queue_cache, "uslab_cpu_queue", sizeof(struct cpu_queue));
+	internal_cache(&cache_cache, "uslab_cache", sizeof(struct uslab_cache), 0);
+	/* line-aligned: the fast paths' fields share one line */
+	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", sizeof(struct cpu_cache), _Alignof(struct cpu_cache));
+	internal_cache(&cache_thread_cache, "uslab_thread", sizeof(struct cpu_thread), 0);
+	internal_cache(&cache_queue_cache, "uslab_cpu_queue", sizeof(struct cpu_queue), 0);
 }
 
 void cache_init(void)

@@ -161,6 +161,7 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	c->partial = c->partial_tail = NULL;
 	c->npartial = 0;
 	c->partial_free = 0;
+	c->partial_limit = TUNE(s, cpu_partial);
 	c->full = NULL;
 	c->nfull = 0;
 	atomic_store_explicit(&c->delayed, NULL, memory_order_relaxed);

@@ -692,6 +692,7 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
 	void *fl;
 	struct slab *slab = c->slab;
+	c->partial_limit = TUNE(s, cpu_partial);   /* for slab_free_owned() */
 	if (slab) {
 		/* Objects other threads freed to our CPU slab meanwhile. */
 		fl = take_frozen_list(s, c, slab);

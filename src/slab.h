@@ -7,6 +7,7 @@
 #define USLAB_SLAB_H
 
 #include <pthread.h>
+#include <stddef.h>
 
 #include "internal.h"
 #include "page.h"
@@ -74,10 +75,16 @@ struct node {
 
 /* ---- the CPU part: one per thread and cache (kmem_cache_cpu) ---------- */
 struct cpu_cache {
-	/* first cache line: everything the fast paths touch */
+	/* first cache line (the struct is line-aligned): everything the fast
+	 * paths touch */
 	void *freelist;                 /* objects of `slab` this CPU may take */
 	uintptr_t slab_base;            /* first object of `slab` (0 without a slab) */
 	uintptr_t slab_span;            /* bytes of object slots in `slab` (0 without) */
+	/* Free objects on the CPU partial list, as far as this CPU knows: those
+	 * of each slab when it came onto the list, and our own frees to it
+	 * since (other threads' frees to its slabs are not seen). Bounded by
+	 * partial_limit, the cache's cpu_partial as of the last slow path. */
+	unsigned partial_free, partial_limit;
 	/* Event counters. Only the owning thread writes them, with relaxed
 	 * load+store (no read-modify-write); readers sum them. FREE_FASTPATH
 	 * (index 2) is on the first line with freelist. ALLOC_FASTPATH is not
@@ -93,10 +100,6 @@ struct cpu_cache {
 	 * gathers more frees before allocation comes back to it */
 	struct slab *partial, *partial_tail;
 	unsigned npartial;              /* slabs on it */
-	/* Free objects on it, as far as this CPU knows: those of each slab
-	 * when it came onto the list, and our own frees to it since (other
-	 * threads' frees to its slabs are not seen). Bounded by cpu_partial. */
-	unsigned partial_free;
 	/* Parked slabs: full slabs this CPU keeps frozen, via slab->next/prev
 	 * (owner only), and the objects other threads freed to them first,
 	 * handed over here (pushed by any thread, taken by the owner). */
@@ -107,7 +110,9 @@ struct cpu_cache {
 	struct cpu_thread *thread;      /* the thread this part belongs to */
 	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
 	struct cpu_queue *queue;
-};
+} __attribute__((aligned(CACHE_LINE)));
+_Static_assert(offsetof(struct cpu_cache, stat[USLAB_STAT_FREE_FASTPATH + 1]) <= CACHE_LINE,
+	       "the fast paths' fields share the first line");
 
 struct cpu_queue {
 	void *obj[CPU_QUEUE_MAX];
@@ -453,11 +458,12 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
  * local head, and the list holds fewer free objects than cpu_partial (else
  * the slow path drains it). False: take the slow path.
  */
-static inline __attribute__((always_inline)) bool slab_free_owned(struct cpu_cache *c, struct slab *slab, void *x)
+static inline __attribute__((always_inline)) bool slab_free_owned(struct uslab_cache *s, struct cpu_cache *c,
+								  struct slab *slab, void *x)
 {
-	struct uslab_cache *s = c->cache;
 	if (atomic_load_explicit(&slab->owner, memory_order_relaxed) != c || (slab->ostate & OS_FULL) ||
-	    slab == c->slab || !slab_obj_valid(s, slab, x) || x == slab->local || c->partial_free >= TUNE(s, cpu_partial))
+	    (uintptr_t)x - c->slab_base < c->slab_span || !slab_obj_valid(s, slab, x) || x == slab->local ||
+	    c->partial_free >= c->partial_limit)
 		return false;
 	track_free(x, s->object_size);
 	set_freepointer(s, x, slab->local);
@@ -492,7 +498,7 @@ static inline __attribute__((always_inline)) void slab_free_fast_slab(struct usl
 	}
 	if (!slab)
 		slab = page_obj_slab(x);
-	if (likely(c != NULL) && slab_free_owned(c, slab, x))
+	if (likely(c != NULL) && slab_free_owned(s, c, slab, x))
 		return;
 	slab_free_slow(s, slab, x, c, __builtin_return_address(0));
 }
