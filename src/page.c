@@ -151,7 +151,7 @@ static struct slab *take_block(unsigned order)
 	d->order = (uint8_t)order;
 	d->dirty = 0;
 	for (unsigned i = 0; i < n; i++)
-		seg->desc[idx + i].head = idx;
+		seg->head[idx + i] = (uint16_t)idx;
 	return d;
 }
 

@@ -48,7 +48,7 @@ struct slab {
 	struct uslab_cache *cache;  /* slab: owning cache; NULL otherwise */
 	struct slab *next;          /* head: node/CPU partial list or free-list link */
 	struct slab *prev;          /* head: node partial list or free-list back link */
-	uint16_t head;              /* every page: index of its block's head page */
+	uint16_t _unused;
 	uint16_t acct;              /* slab on a CPU partial list: its free objects counted
 	                             * in the list's npartial_free (owner only) */
 	uint16_t objects;           /* slab: object slots */
@@ -76,7 +76,11 @@ _Static_assert(sizeof(struct slab) == CACHE_LINE, "one descriptor per cache line
 
 
 struct segment {
-	struct slab desc[SEG_PAGES];   /* one per page of the segment */
+	/* Every page: the index of its block's head page. Apart from the
+	 * descriptors, dense (32 pages a line), so that finding an object's
+	 * slab misses on at most the head descriptor. */
+	uint16_t head[SEG_PAGES];
+	struct slab desc[SEG_PAGES] __attribute__((aligned(CACHE_LINE)));   /* one per page of the segment */
 	uint64_t magic;
 	struct segment *next, *prev;   /* all segments (page lock) */
 	uint32_t used_pages;           /* pages in allocated blocks (page lock) */
@@ -121,7 +125,7 @@ static inline struct slab *page_obj_slab(const void *p)
 	if (unlikely(!(w & (1ULL << (si % 64)))))
 		return &page_foreign;
 	struct segment *seg = (struct segment *)(a & ~SEG_MASK);
-	return &seg->desc[seg->desc[(a & SEG_MASK) >> PAGE_SHIFT].head];
+	return &seg->desc[seg->head[(a & SEG_MASK) >> PAGE_SHIFT]];
 }
 
 /* First byte of the block a head descriptor describes. */

@@ -321,12 +321,14 @@ static unsigned freeze_slab(struct uslab_cache *s, struct cpu_cache *c, struct s
 	return slab->objects - fc_inuse(old);
 }
 
-/* nfree: the slab's free objects as far as we know */
+/* The CPU partial list: doubly linked (slab->next/prev), first in, first
+ * out. nfree: the slab's free objects as far as we know. */
 static void push_cpu_partial(struct cpu_cache *c, struct slab *slab, unsigned nfree)
 {
 	slab->acct = (uint16_t)nfree;
 	c->partial_free += nfree;
 	slab->next = NULL;
+	slab->prev = c->partial_tail;
 	if (c->partial_tail)
 		c->partial_tail->next = slab;
 	else
@@ -335,16 +337,26 @@ static void push_cpu_partial(struct cpu_cache *c, struct slab *slab, unsigned nf
 	c->npartial++;
 }
 
+static void unlink_cpu_partial(struct cpu_cache *c, struct slab *slab)
+{
+	if (slab->prev)
+		slab->prev->next = slab->next;
+	else
+		c->partial = slab->next;
+	if (slab->next)
+		slab->next->prev = slab->prev;
+	else
+		c->partial_tail = slab->prev;
+	slab->next = slab->prev = NULL;
+	c->npartial--;
+	c->partial_free -= slab->acct;
+}
+
 static struct slab *pop_cpu_partial(struct cpu_cache *c)
 {
 	struct slab *slab = c->partial;
-	if (slab) {
-		c->partial = slab->next;
-		if (!c->partial)
-			c->partial_tail = NULL;
-		c->npartial--;
-		c->partial_free -= slab->acct;
-	}
+	if (slab)
+		unlink_cpu_partial(c, slab);
 	return slab;
 }
 
@@ -600,21 +612,51 @@ static void unfreeze_list(struct uslab_cache *s, struct cpu_cache *c, struct sla
 	}
 }
 
-/* Our frees brought the CPU partial list's free objects above cpu_partial:
- * the whole list goes back to the node, in one lock hold. */
+/*
+ * The CPU partial list holds more free objects than its limit: give slabs
+ * back to the node, in one lock hold. Which ones: every empty slab (its
+ * memory can go back to the page allocator) and every slab a free froze
+ * onto the list from another CPU (OS_FOREIGN), as SLUB drains its list.
+ * Slabs this CPU allocated from and that still hold its live objects stay:
+ * given away, every later free of those objects would be another thread's
+ * free (a CAS, and a notification), as mimalloc keeps a thread's pages.
+ * The free counts are made exact on the way (other threads' frees show in
+ * the slab words), and the next drain comes when cpu_partial more free
+ * objects have gathered (or half as many as it kept, so that scans cost
+ * O(1) per free). cpu_partial 0 gives everything back.
+ */
 static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c)
 {
-	unfreeze_list(s, c, take_cpu_partials(c));
+	unsigned cp = TUNE(s, cpu_partial);
+	struct slab *give = NULL;
+	if (!cp) {
+		give = take_cpu_partials(c);
+	} else {
+		for (struct slab *slab = take_cpu_partials(c), *next; slab; slab = next) {
+			next = slab->next;
+			uint64_t fc = atomic_load_explicit(&slab->fc, memory_order_relaxed);
+			unsigned nfree = slab->local_cnt + slab->objects - fc_inuse(fc);
+			if (nfree >= slab->objects || (slab->ostate & OS_FOREIGN)) {
+				slab->next = give;
+				give = slab;
+			} else {
+				push_cpu_partial(c, slab, nfree);   /* in the same order */
+			}
+		}
+	}
+	/* the next drain when the count grew by half, or cpu_partial: a scan
+	 * costs O(list), so O(1) per free */
+	c->partial_limit = c->partial_free + MAX(cp, c->partial_free / 2);
+	unfreeze_list(s, c, give);
 	stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_DRAIN);
 }
 
 /* A free froze a full slab for this CPU, or one of its parked slabs got
  * free objects, nfree on its local list: put it on the CPU partial list,
- * draining the list first if it would hold more than cpu_partial free
- * objects. */
+ * draining the list first if it would hold more than its limit. */
 static void put_cpu_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, unsigned nfree)
 {
-	if (c->npartial && c->partial_free + nfree > TUNE(s, cpu_partial))
+	if (c->npartial && c->partial_free + nfree > c->partial_limit)
 		drain_cpu_partial(s, c);
 	push_cpu_partial(c, slab, nfree);
 }
@@ -692,7 +734,9 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
 	void *fl;
 	struct slab *slab = c->slab;
-	c->partial_limit = TUNE(s, cpu_partial);   /* for slab_free_owned() */
+	unsigned cp = TUNE(s, cpu_partial);
+	if (c->partial_limit < cp || !cp)
+		c->partial_limit = cp;   /* a raised (or zeroed) tunable now; a lowered one at the next drain */
 	if (slab) {
 		/* Objects other threads freed to our CPU slab meanwhile. */
 		fl = take_frozen_list(s, c, slab);
@@ -712,7 +756,7 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 	}
 	if (atomic_load_explicit(&c->delayed, memory_order_relaxed)) {
 		drain_delayed(s, c);   /* parked slabs that other threads freed to */
-		if (c->partial_free > TUNE(s, cpu_partial))
+		if (c->partial_free > c->partial_limit)
 			drain_cpu_partial(s, c);
 	}
 	while ((slab = pop_cpu_partial(c)) != NULL) {
@@ -726,6 +770,7 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 			fl = take_frozen_list(s, c, slab);
 		}
 		if (likely(fl)) {   /* frozen slabs only gain objects: never empty */
+			slab->ostate &= (uint8_t)~OS_FOREIGN;   /* ours to allocate from now */
 			cpu_set_slab(s, c, slab);
 			c->freelist = fl;
 			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_ALLOC);
@@ -844,7 +889,7 @@ void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *sl
 			 * instruction would stall it. */
 			if (fc_cas(slab, &old, old | FC_FROZEN)) {
 				set_owner(slab, c);
-				slab->ostate = 0;
+				slab->ostate = OS_FOREIGN;
 				slab->local = NULL;
 				free_local(s, c, slab, head, tail, cnt);
 				put_cpu_partial(s, c, slab, cnt);
@@ -943,7 +988,7 @@ static void owner_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 	}
 	slab->acct = (uint16_t)(slab->acct + cnt);
 	c->partial_free += cnt;
-	if (c->partial_free > TUNE(s, cpu_partial))
+	if (c->partial_free > c->partial_limit)
 		drain_cpu_partial(s, c);
 }
 

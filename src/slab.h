@@ -60,6 +60,7 @@ static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen
 /* Owner-side flags of a frozen slab (slab->ostate, owner only; slab.c). */
 #define OS_FULL  0x1   /* parked: on the owner's full list */
 #define OS_ARMED 0x2   /* the owner set FC_PARKED and has not seen it cleared since */
+#define OS_FOREIGN 0x4 /* on the CPU partial list by a free, not allocated from yet */
 
 /* ---- the node part (one node: user space has no NUMA placement yet) ----- */
 struct node {
@@ -82,8 +83,9 @@ struct cpu_cache {
 	uintptr_t slab_span;            /* bytes of object slots in `slab` (0 without) */
 	/* Free objects on the CPU partial list, as far as this CPU knows: those
 	 * of each slab when it came onto the list, and our own frees to it
-	 * since (other threads' frees to its slabs are not seen). Bounded by
-	 * partial_limit, the cache's cpu_partial as of the last slow path. */
+	 * since (other threads' frees to its slabs are not seen). Above
+	 * partial_limit (cpu_partial more than the last drain kept), the
+	 * list is drained (slab.c). */
 	unsigned partial_free, partial_limit;
 	/* Event counters. Only the owning thread writes them, with relaxed
 	 * load+store (no read-modify-write); readers sum them. FREE_FASTPATH
