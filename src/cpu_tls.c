@@ -160,10 +160,13 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	cpu_set_slab(s, c, NULL);
 	c->partial = c->partial_tail = NULL;
 	c->npartial = 0;
+	c->nforeign = 0;
 	c->partial_free = 0;
 	c->partial_limit = TUNE(s, cpu_partial);
 	c->full = NULL;
 	c->nfull = 0;
+	c->park_score = 3;   /* PARK_REMOTE: park once the thread is seen freeing its own objects */
+	c->park_ff = 0;
 	atomic_store_explicit(&c->delayed, NULL, memory_order_relaxed);
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);

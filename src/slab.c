@@ -327,6 +327,7 @@ static void push_cpu_partial(struct cpu_cache *c, struct slab *slab, unsigned nf
 {
 	slab->acct = (uint16_t)nfree;
 	c->partial_free += nfree;
+	c->nforeign += (slab->ostate & OS_FOREIGN) != 0;
 	slab->next = NULL;
 	slab->prev = c->partial_tail;
 	if (c->partial_tail)
@@ -350,6 +351,7 @@ static void unlink_cpu_partial(struct cpu_cache *c, struct slab *slab)
 	slab->next = slab->prev = NULL;
 	c->npartial--;
 	c->partial_free -= slab->acct;
+	c->nforeign -= (slab->ostate & OS_FOREIGN) != 0;
 }
 
 static struct slab *pop_cpu_partial(struct cpu_cache *c)
@@ -367,6 +369,7 @@ static struct slab *take_cpu_partials(struct cpu_cache *c)
 	c->partial = c->partial_tail = NULL;
 	c->npartial = 0;
 	c->partial_free = 0;
+	c->nforeign = 0;
 	return list;
 }
 
@@ -431,6 +434,20 @@ static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c);
  * (clears FC_PARKED by CAS) before it clears owner to unfreeze it.
  */
 
+/*
+ * Parking pays when a CPU frees its own objects: those frees and the
+ * slab's reuse take no atomic. When other threads free them (a producer),
+ * SLUB's way is better: the unfrozen slab goes onto the node list as it
+ * empties and any CPU allocates from it, where a parked slab waits for its
+ * owner, so many producers would each keep memory for their own peak.
+ * park_score counts which came first to the CPU's parked slabs, its own
+ * free (down) or another thread's (up), and goes down when the CPU freed
+ * to its CPU slab since its last refill; at PARK_REMOTE and above,
+ * exhausted slabs are unfrozen as in SLUB.
+ */
+#define PARK_REMOTE 3
+#define PARK_SCORE_MAX 16
+
 static void full_add(struct cpu_cache *c, struct slab *slab)
 {
 	slab->prev = NULL;
@@ -472,6 +489,8 @@ static void drain_delayed(struct uslab_cache *s, struct cpu_cache *c)
 		} else {
 			free_local(s, c, slab, x, x, 1);
 			if (slab->ostate & OS_FULL) {
+				if (c->park_score < PARK_SCORE_MAX)
+					c->park_score++;   /* another thread freed first */
 				/* its free objects now: the slab's list, and local */
 				uint64_t fc = atomic_load_explicit(&slab->fc, memory_order_relaxed);
 				full_del(c, slab);
@@ -554,6 +573,19 @@ static uint64_t owner_unfreeze(struct uslab_cache *s, struct cpu_cache *c, struc
 	return new;
 }
 
+static bool park_wanted(struct cpu_cache *c)
+{
+	/* Fast frees since the last refill: the CPU frees its own objects
+	 * (without parking there is no other sign of it). */
+	uint64_t ff = atomic_load_explicit(&c->stat[USLAB_STAT_FREE_FASTPATH], memory_order_relaxed);
+	if (ff != c->park_ff) {
+		c->park_ff = ff;
+		if (c->park_score > -PARK_SCORE_MAX)
+			c->park_score--;
+	}
+	return c->park_score < PARK_REMOTE;
+}
+
 /* The CPU slab ran out: park it (or, if objects came meanwhile, put it on
  * the CPU partial list). */
 static void park_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
@@ -623,14 +655,15 @@ static void unfreeze_list(struct uslab_cache *s, struct cpu_cache *c, struct sla
  * The free counts are made exact on the way (other threads' frees show in
  * the slab words), and the next drain comes when cpu_partial more free
  * objects have gathered (or half as many as it kept, so that scans cost
- * O(1) per free). cpu_partial 0 gives everything back.
+ * O(1) per free). cpu_partial 0 gives everything back, and so does a CPU
+ * whose objects other threads free (see park_wanted()).
  */
 static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c)
 {
 	unsigned cp = TUNE(s, cpu_partial);
 	struct slab *give = NULL;
-	if (!cp) {
-		give = take_cpu_partials(c);
+	if (!cp || c->park_score >= PARK_REMOTE) {
+		give = take_cpu_partials(c);   /* cpu_partial 0, or a producer: all, as SLUB */
 	} else {
 		for (struct slab *slab = take_cpu_partials(c), *next; slab; slab = next) {
 			next = slab->next;
@@ -656,7 +689,12 @@ static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c)
  * draining the list first if it would hold more than its limit. */
 static void put_cpu_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, unsigned nfree)
 {
-	if (c->npartial && c->partial_free + nfree > c->partial_limit)
+	/* Most frees to foreign slabs are other threads' (unseen in the
+	 * count), so those are also held to the kernel's slab count for
+	 * cpu_partial, objects * 2 / objects per slab (slub_set_cpu_partial). */
+	unsigned foreign_max = (TUNE(s, cpu_partial) * 2 + slab->objects - 1) / slab->objects;
+	if (c->npartial && (c->partial_free + nfree > c->partial_limit ||
+			    ((slab->ostate & OS_FOREIGN) && c->nforeign >= foreign_max)))
 		drain_cpu_partial(s, c);
 	push_cpu_partial(c, slab, nfree);
 }
@@ -749,7 +787,7 @@ bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c)
 		 * (SLUB: it then lives on no list). */
 		cpu_set_slab(s, c, NULL);
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_BYPASS);
-		if (TUNE(s, cpu_partial))
+		if (TUNE(s, cpu_partial) && park_wanted(c))
 			park_slab(s, c, slab);
 		else
 			deactivate_slab(s, c, slab, NULL);
@@ -982,6 +1020,8 @@ static void owner_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 {
 	free_local(s, c, slab, head, tail, cnt);
 	if (slab->ostate & OS_FULL) {
+		if (c->park_score > -PARK_SCORE_MAX)
+			c->park_score -= 2;   /* we freed first */
 		full_del(c, slab);
 		put_cpu_partial(s, c, slab, cnt);
 		return;

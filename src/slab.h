@@ -102,11 +102,14 @@ struct cpu_cache {
 	 * gathers more frees before allocation comes back to it */
 	struct slab *partial, *partial_tail;
 	unsigned npartial;              /* slabs on it */
+	unsigned nforeign;              /* of which OS_FOREIGN */
 	/* Parked slabs: full slabs this CPU keeps frozen, via slab->next/prev
 	 * (owner only), and the objects other threads freed to them first,
 	 * handed over here (pushed by any thread, taken by the owner). */
 	struct slab *full;
 	unsigned nfull;
+	int park_score;                 /* who frees to parked slabs first (slab.c) */
+	uint64_t park_ff;               /* FREE_FASTPATH at the last refill */
 	void *_Atomic delayed;
 	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
 	struct cpu_thread *thread;      /* the thread this part belongs to */
