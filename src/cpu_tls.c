@@ -161,6 +161,7 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	c->partial = c->partial_tail = NULL;
 	c->npartial = 0;
 	c->nforeign = 0;
+	c->nempty = 0;
 	c->partial_free = 0;
 	c->partial_limit = TUNE(s, cpu_partial);
 	c->full = NULL;

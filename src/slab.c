@@ -352,6 +352,10 @@ static void unlink_cpu_partial(struct cpu_cache *c, struct slab *slab)
 	c->npartial--;
 	c->partial_free -= slab->acct;
 	c->nforeign -= (slab->ostate & OS_FOREIGN) != 0;
+	if (slab->ostate & OS_EMPTY) {
+		c->nempty--;
+		slab->ostate &= (uint8_t)~OS_EMPTY;
+	}
 }
 
 static struct slab *pop_cpu_partial(struct cpu_cache *c)
@@ -370,6 +374,9 @@ static struct slab *take_cpu_partials(struct cpu_cache *c)
 	c->npartial = 0;
 	c->partial_free = 0;
 	c->nforeign = 0;
+	c->nempty = 0;
+	for (struct slab *slab = list; slab; slab = slab->next)
+		slab->ostate &= (uint8_t)~OS_EMPTY;
 	return list;
 }
 
@@ -1028,8 +1035,22 @@ static void owner_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 	}
 	slab->acct = (uint16_t)(slab->acct + cnt);
 	c->partial_free += cnt;
-	if (c->partial_free > c->partial_limit)
-		drain_cpu_partial(s, c);
+	if (c->partial_free > c->partial_limit) {
+		drain_cpu_partial(s, c);   /* gives back this slab too if it is empty */
+		return;
+	}
+	if (fc_inuse(atomic_load_explicit(&slab->fc, memory_order_relaxed)) == slab->local_cnt &&
+	    !(slab->ostate & OS_EMPTY)) {
+		/* Emptied by our frees: keep up to cpu_partial objects of empty
+		 * slabs (one at least) for reuse, give the rest back at once. */
+		slab->ostate |= OS_EMPTY;
+		c->nempty++;
+		if (c->nempty > MAX(1U, TUNE(s, cpu_partial) / slab->objects)) {
+			unlink_cpu_partial(c, slab);
+			slab->next = NULL;
+			unfreeze_list(s, c, slab);
+		}
+	}
 }
 
 #define GROUPS 8

@@ -61,6 +61,7 @@ static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen
 #define OS_FULL  0x1   /* parked: on the owner's full list */
 #define OS_ARMED 0x2   /* the owner set FC_PARKED and has not seen it cleared since */
 #define OS_FOREIGN 0x4 /* on the CPU partial list by a free, not allocated from yet */
+#define OS_EMPTY   0x8 /* on the CPU partial list, emptied by the owner's frees (counted in nempty) */
 
 /* ---- the node part (one node: user space has no NUMA placement yet) ----- */
 struct node {
@@ -103,6 +104,7 @@ struct cpu_cache {
 	struct slab *partial, *partial_tail;
 	unsigned npartial;              /* slabs on it */
 	unsigned nforeign;              /* of which OS_FOREIGN */
+	unsigned nempty;                /* of which OS_EMPTY */
 	/* Parked slabs: full slabs this CPU keeps frozen, via slab->next/prev
 	 * (owner only), and the objects other threads freed to them first,
 	 * handed over here (pushed by any thread, taken by the owner). */
@@ -459,7 +461,7 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
  * The second fast free: x is in a slab on c's CPU partial list (frozen by
  * c, which only c unfreezes): onto that slab's owner-local list, no atomic.
  * Checks: the slab is c's, not parked and not the CPU slab (whose objects
- * go to the CPU free list), x is an object of it and not the
+ * go to the CPU free list), this free does not empty it, x is an object of it and not the
  * local head, and the list holds fewer free objects than cpu_partial (else
  * the slow path drains it). False: take the slow path.
  */
@@ -468,8 +470,9 @@ static inline __attribute__((always_inline)) bool slab_free_owned(struct uslab_c
 {
 	if (atomic_load_explicit(&slab->owner, memory_order_relaxed) != c || (slab->ostate & OS_FULL) ||
 	    (uintptr_t)x - c->slab_base < c->slab_span || !slab_obj_valid(s, slab, x) || x == slab->local ||
-	    c->partial_free >= c->partial_limit)
-		return false;
+	    c->partial_free >= c->partial_limit ||
+	    fc_inuse(atomic_load_explicit(&slab->fc, memory_order_relaxed)) == slab->local_cnt + 1u)
+		return false;   /* the last one makes the slab empty: the slow path may give it back */
 	track_free(x, s->object_size);
 	set_freepointer(s, x, slab->local);
 	if (!slab->local)
