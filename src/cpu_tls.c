@@ -62,6 +62,7 @@ static void cpu_thread_exit(void *arg)
 	struct cpu_cache **slots = cpu_tls.slots;
 	unsigned nslots = cpu_tls.nslots;
 	cpu_tls.dead = true;
+	memset(cpu_tls.fast, 0, sizeof cpu_tls.fast);
 	cpu_tls.nslots = 0;
 	cpu_tls.slots = NULL;
 	cpu_tls.thread = NULL;
@@ -153,6 +154,8 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 		memset(c, 0, sizeof *c);
 		c->thread = t;
 		cpu_tls.slots[s->id] = c;
+		if (s->id < CPU_TLS_FAST)
+			cpu_tls.fast[s->id] = c;
 	}
 	/* A new part, or one left by a destroyed cache that had this id. */
 	pthread_mutex_lock(&cache_mutex);

@@ -332,9 +332,15 @@ struct cpu_thread {
 	struct slab *slots_block;  /* page block holding the slots array, once it outgrew inline */
 	struct cpu_cache *inline_slots[CPU_INLINE_SLOTS]; /* the first slots, without a page */
 };
-/* The thread's only TLS: 24 bytes, initial-exec, so that the fast paths
- * reach their CPU part with one TLS access and no __tls_get_addr call. */
+/* The thread's only TLS: 88 bytes, initial-exec, so that the fast paths
+ * reach their CPU part with one TLS access and no __tls_get_addr call.
+ * (Small: a dlopen'ed libuslab.so takes it from glibc's static TLS
+ * reserve.) */
+#define CPU_TLS_FAST 8
 struct cpu_tls {
+	/* the CPU parts of cache ids below CPU_TLS_FAST, as in slots[]: one
+	 * load less on the fast paths of the first caches made */
+	struct cpu_cache *fast[CPU_TLS_FAST];
 	struct cpu_cache **slots;  /* CPU parts indexed by cache id; NULL where none */
 	unsigned nslots;           /* 0 until the thread's first slow path */
 	bool dead;                 /* exiting: no CPU parts any more */
@@ -347,7 +353,10 @@ extern __thread struct cpu_tls cpu_tls USLAB_HIDDEN __attribute__((tls_model("in
  * whose freelist and slab are empty, so fast paths fall to the slow path. */
 static inline struct cpu_cache *cpu_this(const struct uslab_cache *s)
 {
-	return likely(s->id < cpu_tls.nslots) ? cpu_tls.slots[s->id] : NULL;
+	unsigned id = s->id;
+	if (likely(id < CPU_TLS_FAST))
+		return cpu_tls.fast[id];
+	return likely(id < cpu_tls.nslots) ? cpu_tls.slots[id] : NULL;
 }
 /* Get or create this thread's CPU part for s; NULL if none can be had. */
 USLAB_HIDDEN struct cpu_cache *cpu_get(struct uslab_cache *s);
