@@ -128,8 +128,13 @@ USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
 
 /*
  * Tunables, at run time, as the kernel's /sys/kernel/slab/<cache>/ files:
- *   "cpu_partial"  objects kept on each CPU's partial list (0..65535;
- *                  0 turns CPU partial lists off);
+ *   "cpu_partial"  free objects each CPU's partial list may hold before it
+ *                  is drained (0..65535; 0 turns CPU partial lists off).
+ *                  A drain gives back every empty slab and every slab a
+ *                  free froze onto the list; slabs that still hold objects
+ *                  the CPU allocated stay with it (their later frees take
+ *                  no atomic). Slabs frozen by frees also go back after each
+ *                  CPU queue flush;
  *   "min_partial"  empty slabs the node list keeps (0..1024);
  *   "order"        page order of new slabs (the smallest order that holds
  *                  an object .. 9);
@@ -181,7 +186,7 @@ USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
 #define USLAB_STAT_ITEMS(X) \
 	X(ALLOC_FASTPATH,        "allocation from the CPU free list") \
 	X(ALLOC_SLOWPATH,        "allocation by the slow path") \
-	X(FREE_FASTPATH,         "free to the CPU slab") \
+	X(FREE_FASTPATH,         "free without lock or atomic: to the CPU slab or a slab on the CPU partial list") \
 	X(FREE_SLOWPATH,         "free to a slab that is not the CPU slab") \
 	X(FREE_FROZEN,           "free to a slab frozen by some CPU") \
 	X(FREE_ADD_PARTIAL,      "free put a full slab on the node partial list") \
@@ -196,7 +201,7 @@ USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
 	X(DEACTIVATE_TO_HEAD,    "deactivated CPU slab put at the head of the partial list") \
 	X(DEACTIVATE_TO_TAIL,    "deactivated CPU slab put at the tail of the partial list") \
 	X(DEACTIVATE_REMOTE_FREES, "deactivated CPU slab held remotely freed objects") \
-	X(DEACTIVATE_BYPASS,     "CPU slab dropped because it ran out of objects") \
+	X(DEACTIVATE_BYPASS,     "CPU slab dropped (or parked) because it ran out of objects") \
 	X(ORDER_FALLBACK,        "slab allocated at the minimum order after the preferred failed") \
 	X(CMPXCHG_DOUBLE_FAIL,   "compare-and-swap of free list and counters retried") \
 	X(CPU_PARTIAL_ALLOC,     "CPU slab taken from the CPU partial list") \
@@ -267,9 +272,10 @@ struct uslab_cache_info {
  * exact for the calling thread's own use and for threads that have exited.
  * For another live thread, ALLOC_FASTPATH (which is not counted on the fast
  * path but derived from the slow paths) and so active_objects count the
- * objects on that thread's CPU free list as allocated, as the kernel's
- * slabinfo counts CPU slabs as full: they run ahead by at most one slab of
- * objects per such thread until it next takes a slow path or exits.
+ * objects on that thread's CPU free list and on the owner-local lists of
+ * its CPU partial slabs as allocated, as the kernel's slabinfo counts CPU
+ * slabs as full: they run ahead by at most that many objects per such
+ * thread until it exits (or the lists are taken or drained).
  */
 USLAB_API int uslab_cache_get_info(struct uslab_cache *cache, struct uslab_cache_info *info);
 
