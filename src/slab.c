@@ -11,11 +11,13 @@
  *       slab->fc CAS            a slab's free list, inuse and frozen together
  *         page lock (page.c)    free page blocks, segments
  *
- * Frozen slabs: a slab is frozen while it is some CPU part's CPU slab or on
- * a CPU partial list. Only that CPU part allocates from it or moves it;
- * other threads may only push freed objects onto slab->fc's free list by
- * CAS. An unfrozen slab is either on the node partial list (on_node) or
- * full and on no list at all (SLUB keeps no full list).
+ * Frozen slabs: a slab is frozen while it is some CPU part's CPU slab, on
+ * its CPU partial list, or parked on its full list (see "parked slabs").
+ * Only that CPU part (slab->owner) allocates from it, moves it, or pushes
+ * onto its owner-local list (slab->local, plain stores: the owner's own
+ * frees); other threads may only push freed objects onto slab->fc's free
+ * list by CAS. An unfrozen slab is either on the node partial list
+ * (on_node) or full and on no list at all (SLUB keeps no full list).
  *
  * A free into a full, unfrozen slab freezes it onto the freeing thread's CPU
  * partial list, so a remote free takes one CAS and no lock. The node lock is
