@@ -50,6 +50,10 @@ static void cpu_detach_locked(struct cpu_cache *c)
 		c->cnext->cprev = c->cprev;
 	c->cnext = c->cprev = NULL;
 	c->cache = NULL;
+	if (c->mag) {   /* flushed: empty */
+		page_free(page_obj_slab(c->mag));
+		c->mag = NULL;
+	}
 	if (c->queue) {   /* flushed: empty */
 		slab_free_nocpu(&cache_queue_cache, c->queue);
 		c->queue = NULL;
@@ -171,6 +175,7 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	c->nfull = 0;
 	c->park_score = 3;   /* PARK_REMOTE: park once the thread is seen freeing its own objects */
 	c->park_ff = 0;
+	c->own_run_freed = false;
 	atomic_store_explicit(&c->delayed, NULL, memory_order_relaxed);
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);

@@ -451,7 +451,8 @@ static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c);
  * owner, so many producers would each keep memory for their own peak.
  * park_score counts which came first to the CPU's parked slabs, its own
  * free (down) or another thread's (up), and goes down when the CPU freed
- * to its CPU slab since its last refill; at PARK_REMOTE and above,
+ * to its CPU slab since its last refill (fast frees, or runs of a bulk
+ * free or queue flush); at PARK_REMOTE and above,
  * exhausted slabs are unfrozen as in SLUB.
  */
 #define PARK_REMOTE 3
@@ -587,8 +588,9 @@ static bool park_wanted(struct cpu_cache *c)
 	/* Fast frees since the last refill: the CPU frees its own objects
 	 * (without parking there is no other sign of it). */
 	uint64_t ff = atomic_load_explicit(&c->stat[USLAB_STAT_FREE_FASTPATH], memory_order_relaxed);
-	if (ff != c->park_ff) {
+	if (ff != c->park_ff || c->own_run_freed) {
 		c->park_ff = ff;
+		c->own_run_freed = false;
 		if (c->park_score > -PARK_SCORE_MAX)
 			c->park_score--;
 	}
@@ -771,6 +773,11 @@ static void deactivate_slab(struct uslab_cache *s, struct cpu_cache *c, struct s
 
 void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
+	if (c->magn) {   /* the bulk magazine: objects of our own slabs */
+		unsigned n = c->magn;
+		c->magn = 0;
+		slab_free_objs(s, c, c->mag->obj, c->mag->slab, n);
+	}
 	if (c->qn)
 		queue_flush(s, c, c->qn);
 	/* Taking `delayed` in may move slabs between c's lists: loop until
@@ -1071,7 +1078,7 @@ static void owner_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 		 * slabs (one at least) for reuse, give the rest back at once. */
 		slab->ostate |= OS_EMPTY;
 		c->nempty++;
-		if (c->nempty > MAX(1U, TUNE(s, cpu_partial) / slab->objects)) {
+		if (c->nempty > MAX(1U, TUNE(s, cpu_partial) * 2 / slab->objects)) {
 			unlink_cpu_partial(c, slab);
 			slab->next = NULL;
 			unfreeze_list(s, c, slab);
@@ -1086,21 +1093,28 @@ struct group {
 	unsigned cnt;
 };
 
+void slab_free_run(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head, void *tail,
+		   unsigned cnt)
+{
+	if (c && slab == c->slab) {
+		if (unlikely(head == c->freelist))
+			slab_bad_free(s, slab, head, "double free");
+		set_freepointer(s, tail, c->freelist);
+		c->freelist = head;
+		cpu_count(&c->fl_in, cnt);
+		c->own_run_freed = true;   /* for park_wanted() */
+		return;
+	}
+	if (c && atomic_load_explicit(&slab->owner, memory_order_relaxed) == c) {
+		owner_free(s, c, slab, head, tail, cnt);
+		return;
+	}
+	slab_free_chain(s, c, slab, head, tail, cnt);
+}
+
 static void group_free(struct uslab_cache *s, struct cpu_cache *c, struct group *g)
 {
-	if (c && g->slab == c->slab) {
-		if (unlikely(g->head == c->freelist))
-			slab_bad_free(s, g->slab, g->head, "double free");
-		set_freepointer(s, g->tail, c->freelist);
-		c->freelist = g->head;
-		cpu_count(&c->fl_in, g->cnt);
-		return;
-	}
-	if (c && atomic_load_explicit(&g->slab->owner, memory_order_relaxed) == c) {
-		owner_free(s, c, g->slab, g->head, g->tail, g->cnt);
-		return;
-	}
-	slab_free_chain(s, c, g->slab, g->head, g->tail, g->cnt);
+	slab_free_run(s, c, g->slab, g->head, g->tail, g->cnt);
 }
 
 void slab_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, struct slab *const *slabs,

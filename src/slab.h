@@ -112,14 +112,24 @@ struct cpu_cache {
 	unsigned nfull;
 	int park_score;                 /* who frees to parked slabs first (slab.c) */
 	uint64_t park_ff;               /* FREE_FASTPATH at the last refill */
+	bool own_run_freed;             /* a run of frees to the CPU slab since */
 	void *_Atomic delayed;
 	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
 	struct cpu_thread *thread;      /* the thread this part belongs to */
 	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
 	struct cpu_queue *queue;
+	struct cpu_mag *mag;            /* bulk magazine (bulk.c), one page */
+	unsigned magn;                  /* objects in it */
 } __attribute__((aligned(CACHE_LINE)));
 _Static_assert(offsetof(struct cpu_cache, stat[USLAB_STAT_FREE_FASTPATH + 1]) <= CACHE_LINE,
 	       "the fast paths' fields share the first line");
+
+/* A CPU part's bulk magazine (bulk.c): one page. */
+#define CPU_MAG_MAX 256
+struct cpu_mag {
+	void *obj[CPU_MAG_MAX];
+	struct slab *slab[CPU_MAG_MAX];   /* the slab of each object */
+};
 
 struct cpu_queue {
 	void *obj[CPU_QUEUE_MAX];
@@ -301,6 +311,11 @@ USLAB_HIDDEN bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c);
  * slab: one CAS, list moves as needed. c may be NULL. */
 USLAB_HIDDEN void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
 				  void *tail, unsigned cnt);
+/* Free the chain head..tail of cnt objects of one slab (validated, of
+ * cache s): onto c's CPU free list for its CPU slab, onto the slab's
+ * owner-local list if c keeps it frozen, else slab_free_chain(). */
+USLAB_HIDDEN void slab_free_run(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
+				void *tail, unsigned cnt);
 /* Free n objects (validated, of cache s) whose slabs are in `slabs`: one
  * CAS per group of objects of one slab; CPU slab objects go to c->freelist. */
 USLAB_HIDDEN void slab_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs,
