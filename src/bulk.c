@@ -117,7 +117,7 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	 * descriptor lookup. */
 	struct run r = { 0 };
 	void *cpu_head = NULL, *cpu_tail = NULL;
-	unsigned cpu_cnt = 0, nulls = 0;
+	unsigned cpu_cnt = 0, nulls = 0;   /* nulls: entries not to count here (NULL, or counted by debug_free) */
 	/* the CPU part's fields in locals: the stores below could alias c */
 	const uintptr_t cbase = c ? c->slab_base : 0, cspan = c ? c->slab_span : 0;
 	void *const cfree = c ? c->freelist : NULL;
@@ -151,8 +151,9 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 			struct slab *slab = page_obj_slab(x);
 			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
 				slab_bad_free(named, slab, x, "invalid free");
-			if (s->debug) {   /* one at a time, through every debug check */
+			if (s->debug) {   /* one at a time, through every debug check (which counts it) */
 				debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
+				nulls++;
 				continue;
 			}
 			if (r.cnt)

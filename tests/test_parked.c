@@ -378,8 +378,18 @@ static void exit_while_notified(void)
 	uslab_cache_destroy(exit_cache);
 }
 
-int main(void)
+/* Under slub_debug for every cache nothing parks (debug caches take the
+ * slow path for everything): check that objects still survive handing
+ * around and threads exiting, then run the test again without it. */
+static void debug_check(void)
 {
+	exit_while_notified();
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	rerun_without_slub_debug(argv, debug_check);
 	check_init("test_parked");
 	RUN(own_frees_local);
 	RUN(remote_notify);
