@@ -197,7 +197,7 @@ echo "$TABLE"
 # ---- save and chart --------------------------------------------------------------------------
 if [ $save = 1 ]; then
 	mkdir -p "$ROOT/bench/results"
-	stem=$ROOT/bench/results/$(date +%Y-%m-%d)-peers$([ $quick = 1 ] && echo -quick)
+	stem=$ROOT/bench/results/$(date +%Y-%m-%d)-peers$(if [ $quick = 1 ]; then echo -quick; fi)   # (an && list here would fail the assignment under set -e)
 	i=2
 	out=$stem
 	while [ -e "$out.md" ]; do out=$stem-$i; i=$((i + 1)); done
