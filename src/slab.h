@@ -98,9 +98,9 @@ struct cpu_cache {
 	_Atomic uint64_t fl_in;         /* objects the slow path put on freelist, less those it took off */
 	unsigned qn;                    /* objects in queue */
 	struct slab *slab;              /* the CPU slab (frozen), or NULL */
-	/* CPU partial list (frozen slabs), via slab->next: first in, first
-	 * out, so that a slab a free just froze (often with one free object)
-	 * gathers more frees before allocation comes back to it */
+	/* CPU partial list (frozen slabs), via slab->next/prev: first in,
+	 * first out, so that a slab a free just froze (often with one free
+	 * object) gathers more frees before allocation comes back to it */
 	struct slab *partial, *partial_tail;
 	unsigned npartial;              /* slabs on it */
 	unsigned nforeign;              /* of which OS_FOREIGN */
@@ -485,9 +485,10 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
  * The second fast free: x is in a slab on c's CPU partial list (frozen by
  * c, which only c unfreezes): onto that slab's owner-local list, no atomic.
  * Checks: the slab is c's, not parked and not the CPU slab (whose objects
- * go to the CPU free list), this free does not empty it, x is an object of it and not the
- * local head, and the list holds fewer free objects than cpu_partial (else
- * the slow path drains it). False: take the slow path.
+ * go to the CPU free list); x is an object of it and not the local head;
+ * the list is below its limit (else the slow path drains it); this free
+ * does not empty the slab (the slow path may give it back). False: take
+ * the slow path.
  */
 static inline __attribute__((always_inline)) bool slab_free_owned(struct uslab_cache *s, struct cpu_cache *c,
 								  struct slab *slab, void *x)
@@ -496,7 +497,7 @@ static inline __attribute__((always_inline)) bool slab_free_owned(struct uslab_c
 	    (uintptr_t)x - c->slab_base < c->slab_span || !slab_obj_valid(s, slab, x) || x == slab->local ||
 	    c->partial_free >= c->partial_limit ||
 	    fc_inuse(atomic_load_explicit(&slab->fc, memory_order_relaxed)) == slab->local_cnt + 1u)
-		return false;   /* the last one makes the slab empty: the slow path may give it back */
+		return false;
 	track_free(x, s->object_size);
 	set_freepointer(s, x, slab->local);
 	if (!slab->local)
