@@ -173,7 +173,7 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	c->partial_limit = TUNE(s, cpu_partial);
 	c->full = NULL;
 	c->nfull = 0;
-	c->park_score = 3;   /* PARK_REMOTE: park once the thread is seen freeing its own objects */
+	c->park_score = PARK_REMOTE;   /* parks once seen freeing its own objects */
 	c->park_ff = 0;
 	c->own_run_freed = false;
 	atomic_store_explicit(&c->delayed, NULL, memory_order_relaxed);

@@ -455,7 +455,6 @@ static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c);
  * free or queue flush); at PARK_REMOTE and above,
  * exhausted slabs are unfrozen as in SLUB.
  */
-#define PARK_REMOTE 3
 #define PARK_SCORE_MAX 16
 
 static void full_add(struct cpu_cache *c, struct slab *slab)

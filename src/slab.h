@@ -57,6 +57,11 @@ static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen
 	return fc_set(freelist, inuse, frozen ? FC_FROZEN : 0);
 }
 
+/* A CPU part parks its exhausted slabs while its park_score is below this
+ * (slab.c: park_wanted); a new part starts at it, so it parks once it is
+ * seen freeing its own objects. */
+#define PARK_REMOTE 3
+
 /* Owner-side flags of a frozen slab (slab->ostate, owner only; slab.c). */
 #define OS_FULL  0x1   /* parked: on the owner's full list */
 #define OS_ARMED 0x2   /* the owner set FC_PARKED and has not seen it cleared since */
@@ -110,7 +115,7 @@ struct cpu_cache {
 	 * handed over here (pushed by any thread, taken by the owner). */
 	struct slab *full;
 	unsigned nfull;
-	int park_score;                 /* who frees to parked slabs first (slab.c) */
+	int park_score;                 /* who frees to parked slabs first (slab.c); parks below PARK_REMOTE */
 	uint64_t park_ff;               /* FREE_FASTPATH at the last refill */
 	bool own_run_freed;             /* a run of frees to the CPU slab since */
 	void *_Atomic delayed;
