@@ -166,13 +166,11 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	c->freelist = NULL;
 	cpu_set_slab(s, c, NULL);
 	c->partial = c->partial_tail = NULL;
-	c->npartial = 0;
 	c->nforeign = 0;
 	c->nempty = 0;
 	c->partial_free = 0;
 	c->partial_limit = TUNE(s, cpu_partial);
-	c->full = NULL;
-	c->nfull = 0;
+	c->full = c->full_tail = NULL;
 	c->park_score = PARK_REMOTE;   /* parks once seen freeing its own objects */
 	c->park_ff = 0;
 	c->own_run_freed = false;

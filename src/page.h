@@ -50,7 +50,7 @@ struct slab {
 	struct slab *prev;          /* head: node partial list or free-list back link */
 	uint16_t _unused;
 	uint16_t acct;              /* slab on a CPU partial list: its free objects counted
-	                             * in the list's npartial_free (owner only) */
+	                             * in the part's partial_free (owner only) */
 	uint16_t objects;           /* slab: object slots */
 	_Atomic uint8_t kind;       /* head: enum page_kind; atomic: the page allocator reads a
 	                             * buddy's kind while its owner may change it (BUSY<->SLAB) */

@@ -89,43 +89,58 @@ void *slab_freelist_corrupt(struct uslab_cache *s, const void *obj, const void *
 	slab_bad_freelist(s, obj, next);
 }
 
+/* ---- slab lists ----------------------------------------------------- */
+/* The node partial list, a CPU partial list and a CPU's full list are all
+ * doubly linked through slab->next/prev, with head and tail; a slab is on
+ * at most one of them. */
+
+static void slist_add(struct slab **head, struct slab **tail, struct slab *slab, bool at_tail)
+{
+	if (at_tail) {
+		slab->next = NULL;
+		slab->prev = *tail;
+		if (*tail)
+			(*tail)->next = slab;
+		else
+			*head = slab;
+		*tail = slab;
+	} else {
+		slab->prev = NULL;
+		slab->next = *head;
+		if (*head)
+			(*head)->prev = slab;
+		else
+			*tail = slab;
+		*head = slab;
+	}
+}
+
+static void slist_del(struct slab **head, struct slab **tail, struct slab *slab)
+{
+	if (slab->prev)
+		slab->prev->next = slab->next;
+	else
+		*head = slab->next;
+	if (slab->next)
+		slab->next->prev = slab->prev;
+	else
+		*tail = slab->prev;
+	slab->next = slab->prev = NULL;
+}
+
 /* ---- node partial list (list_lock held) ------------------------------ */
 
 void add_partial_locked(struct node *n, struct slab *slab, bool tail)
 {
 	slab->on_node = 1;
-	if (tail) {
-		slab->next = NULL;
-		slab->prev = n->partial_tail;
-		if (n->partial_tail)
-			n->partial_tail->next = slab;
-		else
-			n->partial_head = slab;
-		n->partial_tail = slab;
-	} else {
-		slab->prev = NULL;
-		slab->next = n->partial_head;
-		if (n->partial_head)
-			n->partial_head->prev = slab;
-		else
-			n->partial_tail = slab;
-		n->partial_head = slab;
-	}
+	slist_add(&n->partial_head, &n->partial_tail, slab, tail);
 	atomic_store_explicit(&n->nr_partial, atomic_load_explicit(&n->nr_partial, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
 }
 
 void remove_partial_locked(struct node *n, struct slab *slab)
 {
-	if (slab->prev)
-		slab->prev->next = slab->next;
-	else
-		n->partial_head = slab->next;
-	if (slab->next)
-		slab->next->prev = slab->prev;
-	else
-		n->partial_tail = slab->prev;
-	slab->next = slab->prev = NULL;
+	slist_del(&n->partial_head, &n->partial_tail, slab);
 	slab->on_node = 0;
 	atomic_store_explicit(&n->nr_partial, atomic_load_explicit(&n->nr_partial, memory_order_relaxed) - 1,
 			      memory_order_relaxed);
@@ -330,28 +345,12 @@ static void push_cpu_partial(struct cpu_cache *c, struct slab *slab, unsigned nf
 	slab->acct = (uint16_t)nfree;
 	c->partial_free += nfree;
 	c->nforeign += (slab->ostate & OS_FOREIGN) != 0;
-	slab->next = NULL;
-	slab->prev = c->partial_tail;
-	if (c->partial_tail)
-		c->partial_tail->next = slab;
-	else
-		c->partial = slab;
-	c->partial_tail = slab;
-	c->npartial++;
+	slist_add(&c->partial, &c->partial_tail, slab, true);
 }
 
 static void unlink_cpu_partial(struct cpu_cache *c, struct slab *slab)
 {
-	if (slab->prev)
-		slab->prev->next = slab->next;
-	else
-		c->partial = slab->next;
-	if (slab->next)
-		slab->next->prev = slab->prev;
-	else
-		c->partial_tail = slab->prev;
-	slab->next = slab->prev = NULL;
-	c->npartial--;
+	slist_del(&c->partial, &c->partial_tail, slab);
 	c->partial_free -= slab->acct;
 	c->nforeign -= (slab->ostate & OS_FOREIGN) != 0;
 	if (slab->ostate & OS_EMPTY) {
@@ -373,7 +372,6 @@ static struct slab *take_cpu_partials(struct cpu_cache *c)
 {
 	struct slab *list = c->partial;
 	c->partial = c->partial_tail = NULL;
-	c->npartial = 0;
 	c->partial_free = 0;
 	c->nforeign = 0;
 	c->nempty = 0;
@@ -459,25 +457,13 @@ static void drain_cpu_partial(struct uslab_cache *s, struct cpu_cache *c);
 
 static void full_add(struct cpu_cache *c, struct slab *slab)
 {
-	slab->prev = NULL;
-	slab->next = c->full;
-	if (c->full)
-		c->full->prev = slab;
-	c->full = slab;
-	c->nfull++;
+	slist_add(&c->full, &c->full_tail, slab, false);
 	slab->ostate |= OS_FULL;
 }
 
 static void full_del(struct cpu_cache *c, struct slab *slab)
 {
-	if (slab->prev)
-		slab->prev->next = slab->next;
-	else
-		c->full = slab->next;
-	if (slab->next)
-		slab->next->prev = slab->prev;
-	slab->next = slab->prev = NULL;
-	c->nfull--;
+	slist_del(&c->full, &c->full_tail, slab);
 	slab->ostate &= (uint8_t)~OS_FULL;
 }
 
@@ -727,7 +713,7 @@ static void put_cpu_partial(struct uslab_cache *s, struct cpu_cache *c, struct s
 	 * count), so those are also held to the kernel's slab count for
 	 * cpu_partial, objects * 2 / objects per slab (slub_set_cpu_partial). */
 	unsigned foreign_max = (TUNE(s, cpu_partial) * 2 + slab->objects - 1) / slab->objects;
-	if (c->npartial && (c->partial_free + nfree > c->partial_limit ||
+	if (c->partial && (c->partial_free + nfree > c->partial_limit ||
 			    ((slab->ostate & OS_FOREIGN) && c->nforeign >= foreign_max)))
 		drain_cpu_partial(s, c);
 	push_cpu_partial(c, slab, nfree);
@@ -795,8 +781,7 @@ void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 			unfreeze_list(s, c, take_cpu_partials(c));
 		} else if (c->full) {
 			struct slab *list = c->full;
-			c->full = NULL;
-			c->nfull = 0;
+			c->full = c->full_tail = NULL;
 			unfreeze_list(s, c, list);
 		} else {
 			break;
@@ -929,12 +914,17 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
  * (until then the owner cannot unfreeze it, so slab->owner stays valid). */
 static void notify_owner(struct uslab_cache *s, struct slab *slab, void *head, void *tail)
 {
+	/* relaxed: the owner set owner before its arming CAS (release), which
+	 * our CAS on the same word acquired */
 	struct cpu_cache *own = atomic_load_explicit(&slab->owner, memory_order_relaxed);
 	void *top = atomic_load_explicit(&own->delayed, memory_order_relaxed);
+	/* release: publishes the chain's free pointers to the owner's
+	 * acquiring exchange in drain_delayed() */
 	do
 		set_freepointer(s, tail, top);
 	while (!atomic_compare_exchange_weak_explicit(&own->delayed, &top, head, memory_order_release,
 						      memory_order_relaxed));
+	/* release: owner_settle() (acquire) sees the push before the bit clear */
 	atomic_fetch_and_explicit(&slab->fc, ~FC_NOTIFYING, memory_order_release);
 }
 

@@ -107,14 +107,12 @@ struct cpu_cache {
 	 * first out, so that a slab a free just froze (often with one free
 	 * object) gathers more frees before allocation comes back to it */
 	struct slab *partial, *partial_tail;
-	unsigned npartial;              /* slabs on it */
-	unsigned nforeign;              /* of which OS_FOREIGN */
-	unsigned nempty;                /* of which OS_EMPTY */
+	unsigned nforeign;              /* slabs on it that are OS_FOREIGN */
+	unsigned nempty;                /* slabs on it that are OS_EMPTY */
 	/* Parked slabs: full slabs this CPU keeps frozen, via slab->next/prev
 	 * (owner only), and the objects other threads freed to them first,
 	 * handed over here (pushed by any thread, taken by the owner). */
-	struct slab *full;
-	unsigned nfull;
+	struct slab *full, *full_tail;
 	int park_score;                 /* who frees to parked slabs first (slab.c); parks below PARK_REMOTE */
 	uint64_t park_ff;               /* FREE_FASTPATH at the last refill */
 	bool own_run_freed;             /* a run of frees to the CPU slab since */
