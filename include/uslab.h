@@ -26,6 +26,28 @@ extern "C" {
 #endif
 
 /* ======================================================================
+ * Version
+ * ====================================================================== */
+
+/* The version of this header. Releases with the same major version are
+ * compatible (libuslab.so.MAJOR): a program built against one runs on any
+ * later one of the same major version. */
+#define USLAB_VERSION_MAJOR 0
+#define USLAB_VERSION_MINOR 1
+#define USLAB_VERSION_PATCH 0
+/* One number for #if comparisons: MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define USLAB_VERSION \
+	(USLAB_VERSION_MAJOR * 10000 + USLAB_VERSION_MINOR * 100 + USLAB_VERSION_PATCH)
+#define USLAB_VERSION_STRING "0.1.0"
+
+/*
+ * The version of the library the program runs on, as USLAB_VERSION (which
+ * is the version it was compiled against): they differ when a newer
+ * libuslab.so.MAJOR was installed since. Any thread, any time.
+ */
+USLAB_API int uslab_version(void);
+
+/* ======================================================================
  * Object caches
  * ====================================================================== */
 
@@ -36,8 +58,12 @@ struct uslab_cache;
  * power of two half of it that still exceeds the object size, as SLUB does
  * for SLAB_HWCACHE_ALIGN. */
 #define USLAB_HWCACHE_ALIGN  0x00002000UL
-/* Never merge this cache with another one (cache merging comes later; the
- * flag is accepted now so that callers can state their intent). */
+/* Never merge this cache with another one. Without it, as SLUB does, a new
+ * cache without constructor or debugging (and not tuned by name in
+ * USLAB_OPTIONS, nor run with slab_nomerge) may become an alias of an
+ * existing compatible cache (the same stride give or take less than a
+ * pointer, alignment kept), sharing its slabs, tunables and statistics;
+ * uslab_cache_get_info() then names that cache in alias_of. */
 #define USLAB_NO_MERGE       0x01000000UL
 
 /* slub_debug for this cache (also for all or named caches with
