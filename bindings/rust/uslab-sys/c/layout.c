@@ -1,0 +1,60 @@
+/*
+ * The C side of uslab-sys's layout test (tests in src/lib.rs): sizes and
+ * field offsets of the versioned structs of uslab.h, as this compiler lays
+ * them out, so that the #[repr(C)] mirrors can be checked field by field.
+ * Part of the Rust crate only (not of libuslab).
+ */
+#include <stddef.h>
+#include "uslab.h"
+
+#define LAYOUT(X) \
+	X(sizeof(struct uslab_cache_info)) \
+	X(offsetof(struct uslab_cache_info, name)) \
+	X(offsetof(struct uslab_cache_info, alias_of)) \
+	X(offsetof(struct uslab_cache_info, aliases)) \
+	X(offsetof(struct uslab_cache_info, flags)) \
+	X(offsetof(struct uslab_cache_info, object_size)) \
+	X(offsetof(struct uslab_cache_info, slab_object_size)) \
+	X(offsetof(struct uslab_cache_info, align)) \
+	X(offsetof(struct uslab_cache_info, order)) \
+	X(offsetof(struct uslab_cache_info, min_order)) \
+	X(offsetof(struct uslab_cache_info, objects_per_slab)) \
+	X(offsetof(struct uslab_cache_info, cpu_partial)) \
+	X(offsetof(struct uslab_cache_info, min_partial)) \
+	X(offsetof(struct uslab_cache_info, slabs)) \
+	X(offsetof(struct uslab_cache_info, partial_slabs)) \
+	X(offsetof(struct uslab_cache_info, total_objects)) \
+	X(offsetof(struct uslab_cache_info, active_objects)) \
+	X(offsetof(struct uslab_cache_info, slab_bytes)) \
+	X(offsetof(struct uslab_cache_info, events)) \
+	X(offsetof(struct uslab_cache_info, cpu_slabs)) \
+	X(offsetof(struct uslab_cache_info, cpu_queue)) \
+	X(offsetof(struct uslab_cache_info, has_ctor)) \
+	X(sizeof(struct uslab_process_info)) \
+	X(offsetof(struct uslab_process_info, segments)) \
+	X(offsetof(struct uslab_process_info, mapped_bytes)) \
+	X(offsetof(struct uslab_process_info, used_bytes)) \
+	X(offsetof(struct uslab_process_info, dirty_bytes)) \
+	X(offsetof(struct uslab_process_info, free_blocks)) \
+	X(offsetof(struct uslab_process_info, rss_bytes)) \
+	X(sizeof(struct uslab_malloc_info)) \
+	X(offsetof(struct uslab_malloc_info, segment_bytes)) \
+	X(offsetof(struct uslab_malloc_info, in_use_bytes)) \
+	X(offsetof(struct uslab_malloc_info, huge_blocks)) \
+	X(offsetof(struct uslab_malloc_info, huge_bytes)) \
+	X(offsetof(struct uslab_malloc_info, cached_bytes)) \
+	X((size_t)USLAB_NAME_MAX) \
+	X((size_t)USLAB_CACHE_MAX_SIZE) \
+	X((size_t)USLAB_NR_STAT_ITEMS) \
+	X((size_t)USLAB_CACHE_INFO_VERSION) \
+	X((size_t)USLAB_PROCESS_INFO_VERSION) \
+	X((size_t)USLAB_MALLOC_INFO_VERSION)
+
+#define X_VALUE(v) v,
+static const size_t layout[] = { LAYOUT(X_VALUE) };
+
+/* The i-th value above, (size_t)-1 past the end. */
+size_t uslab_sys_layout(size_t i)
+{
+	return i < sizeof layout / sizeof layout[0] ? layout[i] : (size_t)-1;
+}
