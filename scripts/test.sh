@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Build and run the whole test suite: a normal build, an AddressSanitizer +
 # UBSan build and a ThreadSanitizer build, each under CTest; the normal build
-# again with slub_debug on every cache; the operation fuzzer; and an ASan
-# build in which ASan itself sees uslab's objects.
+# again with slub_debug on every cache; the operation fuzzer; an ASan
+# build in which ASan itself sees uslab's objects; and the packaging test.
 #
-#   bash scripts/test.sh [normal|asan|tsan|debug|fuzz|track ...]   (default: all six)
+#   bash scripts/test.sh [normal|asan|tsan|debug|fuzz|track|package ...]   (default: all seven)
 #
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
 #          FIX, validate lines) may appear in any test's output.
 #   fuzz:  tests/fuzz/run.sh for FUZZ_SECONDS (default 60) seconds.
 #   track: -DUSLAB_TRACK=asan (objects poisoned while free): test_track.
+#   package: tests/packaging/run.sh: install into a prefix, then pkg-config,
+#          find_package, add_subdirectory and FetchContent users, exports,
+#          man pages, uslab-run, the Rust crates (about 2 minutes).
 #
 # Build directories: build-test (normal, debug), build-asan, build-tsan,
-# build-track, build-fuzz (beside this repo's CMakeLists.txt). Needs cmake, ninja (or
-# make) and gcc with its sanitizer runtimes, and for fuzz clang with
-# libclang-rt-14-dev (Debian 12: build-essential cmake ninja-build clang
-# libclang-rt-14-dev).
+# build-track, build-fuzz, build-pkg (beside this repo's CMakeLists.txt).
+# Needs cmake, ninja (or make) and gcc with its sanitizer runtimes, for fuzz
+# clang with libclang-rt-14-dev, for package pkg-config, man-db and cargo
+# (Debian 12: build-essential cmake ninja-build clang libclang-rt-14-dev
+# pkg-config man-db, and rustup or cargo rustc).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${JOBS:-2}
@@ -24,7 +28,7 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug fuzz track)
+[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug fuzz track package)
 
 run_variant() {
 	local name=$1 dir san
@@ -45,7 +49,13 @@ run_variant() {
 		bash "$ROOT/tests/fuzz/run.sh" "${FUZZ_SECONDS:-60}"
 		echo "=== fuzz: $((SECONDS - t0)) s ==="
 		return ;;
-	*) echo "test.sh: unknown variant '$name' (normal, asan, tsan, debug, fuzz, track)" >&2; exit 2 ;;
+	package)
+		local t0=$SECONDS
+		echo "=== package (build-pkg) ==="
+		bash "$ROOT/tests/packaging/run.sh" "$ROOT/build-pkg"
+		echo "=== package: $((SECONDS - t0)) s ==="
+		return ;;
+	*) echo "test.sh: unknown variant '$name' (normal, asan, tsan, debug, fuzz, track, package)" >&2; exit 2 ;;
 	esac
 	echo "=== $name build ($dir) ==="
 	cmake -S "$ROOT" -B "$ROOT/$dir" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
