@@ -83,6 +83,22 @@ struct Header {
     version: [u32; 3],
     stat_items: Vec<(String, String)>,
     functions: Vec<String>,
+    /// `USLAB_CACHE_INFO_VERSION`.
+    cache_info_version: u32,
+    /// `USLAB_STAT_EVENTS_MAX` (the events[] length from struct version 3 on).
+    stat_events_max: Option<usize>,
+}
+
+/// The value of `#define NAME <number>` in the header, if any.
+fn define_number(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        if words.next() == Some("#define") && words.next() == Some(name) {
+            words.next().and_then(|w| w.parse().ok())
+        } else {
+            None
+        }
+    })
 }
 
 fn parse_header(text: &str) -> Header {
@@ -143,7 +159,34 @@ fn parse_header(text: &str) -> Header {
             .collect();
         functions.push(name);
     }
-    Header { version, stat_items, functions }
+    let cache_info_version = define_number(text, "USLAB_CACHE_INFO_VERSION")
+        .expect("uslab-sys: uslab.h lacks USLAB_CACHE_INFO_VERSION") as u32;
+    let stat_events_max = define_number(text, "USLAB_STAT_EVENTS_MAX").map(|v| v as usize);
+    Header { version, stat_items, functions, cache_info_version, stat_events_max }
+}
+
+/// The struct uslab_cache_info version src/lib.rs mirrors for this header:
+/// 3 (cfg uslab_cache_info_v3) where the header has it, else 2. Newer
+/// versions are not mirrored yet; the library still fills version 3 for a
+/// caller that asks for it. Returns (version, events[] length).
+fn mirrored_cache_info(header: &Header) -> (u32, usize) {
+    if header.cache_info_version >= 3 {
+        let max = header
+            .stat_events_max
+            .expect("uslab-sys: uslab.h has struct uslab_cache_info version 3 but no USLAB_STAT_EVENTS_MAX");
+        (3, max)
+    } else {
+        // Versions 1 and 2: events[] has one entry per stat item.
+        (2, header.stat_items.len())
+    }
+}
+
+/// rustc's minor version (1.x), from `$RUSTC --version`.
+fn rustc_minor() -> Option<u32> {
+    let rustc = env::var_os("RUSTC")?;
+    let out = std::process::Command::new(rustc).arg("--version").output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.split_whitespace().nth(1)?.split('.').nth(1)?.parse().ok()
 }
 
 fn generate_rust(header: &Header) -> String {
@@ -167,8 +210,13 @@ fn generate_rust(header: &Header) -> String {
         writeln!(out, "/// {}.", desc.replace('\\', "\\\\")).unwrap();
         writeln!(out, "pub const USLAB_STAT_{}: uslab_stat_item = {};", name, i).unwrap();
     }
-    writeln!(out, "/// Number of stat items: the length of `uslab_cache_info::events`.").unwrap();
+    writeln!(out, "/// Number of stat items this uslab counts.").unwrap();
     writeln!(out, "pub const USLAB_NR_STAT_ITEMS: usize = {};", header.stat_items.len()).unwrap();
+    let (info_version, info_events) = mirrored_cache_info(header);
+    writeln!(out, "/// The [`uslab_cache_info`] version these bindings mirror (and ask the library for).").unwrap();
+    writeln!(out, "pub const USLAB_CACHE_INFO_VERSION: c_uint = {};", info_version).unwrap();
+    writeln!(out, "/// The length of [`uslab_cache_info::events`] in that version.").unwrap();
+    writeln!(out, "pub const USLAB_CACHE_INFO_EVENTS: usize = {};", info_events).unwrap();
     writeln!(out, "/// Every function `uslab.h` declares (`USLAB_API`), for the bindings' own tests.").unwrap();
     writeln!(out, "#[doc(hidden)]").unwrap();
     writeln!(out, "pub const API_FUNCTIONS: &[&str] = &[").unwrap();
@@ -198,6 +246,15 @@ fn main() {
         .unwrap_or_else(|e| panic!("uslab-sys: cannot read {}: {}", header_path.display(), e));
     let header = parse_header(&header_text);
     fs::write(out_dir.join("generated.rs"), generate_rust(&header)).expect("writing generated.rs");
+    // struct uslab_cache_info grew sheaf fields in version 3: src/lib.rs
+    // mirrors them under this cfg. (Declared for rustc's check-cfg, which
+    // Rust 1.80 introduced; older Cargo would warn about the key.)
+    if rustc_minor().map_or(false, |m| m >= 80) {
+        println!("cargo:rustc-check-cfg=cfg(uslab_cache_info_v3)");
+    }
+    if mirrored_cache_info(&header).0 >= 3 {
+        println!("cargo:rustc-cfg=uslab_cache_info_v3");
+    }
 
     // CMakeLists.txt: C11 with GNU extensions, -O2 -g, -Wall -Wextra
     // -Wno-unused-parameter, -fvisibility=hidden -fno-plt

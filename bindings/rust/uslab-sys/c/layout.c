@@ -7,6 +7,23 @@
 #include <stddef.h>
 #include "uslab.h"
 
+/* The sheaf fields of struct uslab_cache_info version 3 (src/lib.rs
+ * mirrors them under cfg uslab_cache_info_v3, which build.rs sets from the
+ * same header). */
+#if USLAB_CACHE_INFO_VERSION >= 3
+#define LAYOUT_V3(X) \
+	X(offsetof(struct uslab_cache_info, sheaf_capacity)) \
+	X(offsetof(struct uslab_cache_info, barn_full_max)) \
+	X(offsetof(struct uslab_cache_info, barn_empty_max)) \
+	X(offsetof(struct uslab_cache_info, cpu_parts)) \
+	X(offsetof(struct uslab_cache_info, sheaf_objects)) \
+	X(offsetof(struct uslab_cache_info, barn_full)) \
+	X(offsetof(struct uslab_cache_info, barn_empty)) \
+	X(offsetof(struct uslab_cache_info, barn_objects))
+#else
+#define LAYOUT_V3(X)
+#endif
+
 #define LAYOUT(X) \
 	X(sizeof(struct uslab_cache_info)) \
 	X(offsetof(struct uslab_cache_info, name)) \
@@ -30,6 +47,7 @@
 	X(offsetof(struct uslab_cache_info, cpu_slabs)) \
 	X(offsetof(struct uslab_cache_info, cpu_queue)) \
 	X(offsetof(struct uslab_cache_info, has_ctor)) \
+	LAYOUT_V3(X) \
 	X(sizeof(struct uslab_process_info)) \
 	X(offsetof(struct uslab_process_info, segments)) \
 	X(offsetof(struct uslab_process_info, mapped_bytes)) \

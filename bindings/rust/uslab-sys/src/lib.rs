@@ -66,8 +66,6 @@ pub const USLAB_STORE_USER: c_ulong = 0x0001_0000;
 /// slub_debug T: trace every allocation and free on stderr.
 pub const USLAB_TRACE: c_ulong = 0x0020_0000;
 
-/// The [`uslab_cache_info`] version these bindings mirror.
-pub const USLAB_CACHE_INFO_VERSION: c_uint = 2;
 /// The [`uslab_process_info`] version these bindings mirror.
 pub const USLAB_PROCESS_INFO_VERSION: c_uint = 1;
 /// The [`uslab_malloc_info`] version these bindings mirror.
@@ -82,10 +80,13 @@ pub const USLAB_STATS_SLABINFO: c_ulong = 0x2;
 /// The bits of `opts` that choose the form.
 pub const USLAB_STATS_FORM_MASK: c_ulong = 0x3;
 
-/// A snapshot of one cache (`struct uslab_cache_info`, version 2).
+/// A snapshot of one cache (`struct uslab_cache_info`), in the version
+/// [`USLAB_CACHE_INFO_VERSION`] names: 3 where the header has it (with the
+/// sheaf fields), else 2. `build.rs` picks it from the header.
 ///
 /// Set `version` to [`USLAB_CACHE_INFO_VERSION`] before calling
-/// [`uslab_cache_get_info`].
+/// [`uslab_cache_get_info`]. [`uslab_cache_info::sheaves`] reads the
+/// version-3 fields whichever version is mirrored.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct uslab_cache_info {
@@ -125,14 +126,89 @@ pub struct uslab_cache_info {
     pub active_objects: u64,
     /// Memory held in slabs, in bytes.
     pub slab_bytes: u64,
-    /// Event counters, indexed by the `USLAB_STAT_*` items.
-    pub events: [u64; USLAB_NR_STAT_ITEMS],
+    /// Event counters, indexed by the `USLAB_STAT_*` items (entries past
+    /// [`USLAB_NR_STAT_ITEMS`] are 0).
+    pub events: [u64; USLAB_CACHE_INFO_EVENTS],
     /// Version 2: threads holding a CPU slab of this cache now.
     pub cpu_slabs: u64,
-    /// Version 2: the CPU object queue length (the `cpu_queue` tunable).
+    /// Version 2: the CPU object queue length (always 0 from version 3 on).
     pub cpu_queue: c_uint,
     /// Version 2: 1 if the cache has a constructor.
     pub has_ctor: c_uint,
+    /// Version 3: objects per sheaf; 0 in classic mode.
+    #[cfg(uslab_cache_info_v3)]
+    pub sheaf_capacity: c_uint,
+    /// Version 3: full sheaves the barn keeps at most.
+    #[cfg(uslab_cache_info_v3)]
+    pub barn_full_max: c_uint,
+    /// Version 3: empty sheaves the barn keeps at most.
+    #[cfg(uslab_cache_info_v3)]
+    pub barn_empty_max: c_uint,
+    /// Version 3: threads with a CPU part for this cache.
+    #[cfg(uslab_cache_info_v3)]
+    pub cpu_parts: c_uint,
+    /// Version 3: objects in threads' sheaves now.
+    #[cfg(uslab_cache_info_v3)]
+    pub sheaf_objects: u64,
+    /// Version 3: full sheaves in the barn now.
+    #[cfg(uslab_cache_info_v3)]
+    pub barn_full: u64,
+    /// Version 3: empty sheaves in the barn now.
+    #[cfg(uslab_cache_info_v3)]
+    pub barn_empty: u64,
+    /// Version 3: objects in the barn now.
+    #[cfg(uslab_cache_info_v3)]
+    pub barn_objects: u64,
+}
+
+/// The sheaf fields of [`uslab_cache_info`] (version 3), all 0 when the
+/// mirrored version predates them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct uslab_cache_info_sheaves {
+    /// Objects per sheaf; 0 in classic mode.
+    pub sheaf_capacity: c_uint,
+    /// Full sheaves the barn keeps at most.
+    pub barn_full_max: c_uint,
+    /// Empty sheaves the barn keeps at most.
+    pub barn_empty_max: c_uint,
+    /// Threads with a CPU part for this cache.
+    pub cpu_parts: c_uint,
+    /// Objects in threads' sheaves now.
+    pub sheaf_objects: u64,
+    /// Full sheaves in the barn now.
+    pub barn_full: u64,
+    /// Empty sheaves in the barn now.
+    pub barn_empty: u64,
+    /// Objects in the barn now.
+    pub barn_objects: u64,
+}
+
+impl uslab_cache_info {
+    /// The counters that hold values: `events[..USLAB_NR_STAT_ITEMS]`.
+    pub fn stat_events(&self) -> &[u64] {
+        &self.events[..USLAB_NR_STAT_ITEMS.min(USLAB_CACHE_INFO_EVENTS)]
+    }
+
+    /// The version-3 sheaf fields (zeros before version 3).
+    pub fn sheaves(&self) -> uslab_cache_info_sheaves {
+        #[cfg(uslab_cache_info_v3)]
+        {
+            uslab_cache_info_sheaves {
+                sheaf_capacity: self.sheaf_capacity,
+                barn_full_max: self.barn_full_max,
+                barn_empty_max: self.barn_empty_max,
+                cpu_parts: self.cpu_parts,
+                sheaf_objects: self.sheaf_objects,
+                barn_full: self.barn_full,
+                barn_empty: self.barn_empty,
+                barn_objects: self.barn_objects,
+            }
+        }
+        #[cfg(not(uslab_cache_info_v3))]
+        {
+            uslab_cache_info_sheaves::default()
+        }
+    }
 }
 
 /// The page allocator's view of the process (`struct uslab_process_info`,
@@ -290,7 +366,7 @@ mod tests {
     /// Every size and offset c/layout.c reports, in its order.
     #[test]
     fn layout_matches_the_c_compiler() {
-        let rust = [
+        let mut rust = vec![
             size_of::<uslab_cache_info>(),
             offset_of!(uslab_cache_info, name),
             offset_of!(uslab_cache_info, alias_of),
@@ -313,6 +389,19 @@ mod tests {
             offset_of!(uslab_cache_info, cpu_slabs),
             offset_of!(uslab_cache_info, cpu_queue),
             offset_of!(uslab_cache_info, has_ctor),
+        ];
+        #[cfg(uslab_cache_info_v3)]
+        rust.extend([
+            offset_of!(uslab_cache_info, sheaf_capacity),
+            offset_of!(uslab_cache_info, barn_full_max),
+            offset_of!(uslab_cache_info, barn_empty_max),
+            offset_of!(uslab_cache_info, cpu_parts),
+            offset_of!(uslab_cache_info, sheaf_objects),
+            offset_of!(uslab_cache_info, barn_full),
+            offset_of!(uslab_cache_info, barn_empty),
+            offset_of!(uslab_cache_info, barn_objects),
+        ]);
+        rust.extend([
             size_of::<uslab_process_info>(),
             offset_of!(uslab_process_info, segments),
             offset_of!(uslab_process_info, mapped_bytes),
@@ -329,14 +418,17 @@ mod tests {
             USLAB_NAME_MAX,
             USLAB_CACHE_MAX_SIZE,
             USLAB_NR_STAT_ITEMS,
-        ];
+        ]);
         for (i, &r) in rust.iter().enumerate() {
             // SAFETY: uslab_sys_layout reads a constant table.
             let c = unsafe { uslab_sys_layout(i) };
             assert_eq!(r, c, "layout value #{} (see c/layout.c): Rust {} vs C {}", i, r, c);
         }
         // The header's struct versions may move ahead of the mirrored ones
-        // (the library fills the version asked for), never behind.
+        // (the library fills the version asked for), never behind. Where
+        // the header's cache info is newer than version 3, the C struct is
+        // larger than the mirror: then this test fails on its size first,
+        // as it should (mirror the new version).
         let mirrored = [
             USLAB_CACHE_INFO_VERSION,
             USLAB_PROCESS_INFO_VERSION,

@@ -270,16 +270,17 @@ impl<T> Cache<T> {
         n.max(0) as usize
     }
 
-    /// Sets a tunable by name, as `/sys/kernel/slab/<cache>/<name>`:
-    /// `"cpu_partial"`, `"min_partial"`, `"order"`, `"cpu_queue"`, and any
-    /// that later uslab releases add (the name is passed through).
+    /// Sets a tunable by name, as `/sys/kernel/slab/<cache>/<name>`: the
+    /// names of `uslab_cache_tune_set()` in uslab.h (`"min_partial"`,
+    /// `"order"`, `"cpu_partial"`, ...), passed through as they are, so
+    /// that tunables later uslab releases add work without a new crate.
     ///
     /// Errors: `EINVAL` for an unknown name or a value out of range.
     ///
     /// ```
     /// let c = uslab::Cache::<[u8; 100]>::new("tuned")?;
-    /// c.set_tunable("cpu_partial", 0)?;
-    /// assert_eq!(c.tunable("cpu_partial")?, 0);
+    /// c.set_tunable("min_partial", 2)?;
+    /// assert_eq!(c.tunable("min_partial")?, 2);
     /// assert!(c.set_tunable("no_such_tunable", 1).is_err());
     /// # Ok::<(), std::io::Error>(())
     /// ```

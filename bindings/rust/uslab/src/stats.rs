@@ -110,8 +110,25 @@ pub struct CacheInfo {
     pub cpu_partial: u32,
     /// The `min_partial` tunable: empty slabs the node list keeps.
     pub min_partial: u32,
-    /// The `cpu_queue` tunable: objects of the CPU object queue.
+    /// Objects of the CPU object queue (uslab before sheaves; 0 since).
     pub cpu_queue: u32,
+    /// Objects per sheaf, the per-thread object stacks (the
+    /// `sheaf_capacity` tunable); 0 in classic mode or before sheaves.
+    pub sheaf_capacity: u32,
+    /// Full sheaves the cache's barn keeps at most (`barn_full`).
+    pub barn_full_max: u32,
+    /// Empty sheaves the barn keeps at most (`barn_empty`).
+    pub barn_empty_max: u32,
+    /// Threads with a CPU part for this cache.
+    pub cpu_parts: u32,
+    /// Objects in threads' sheaves now: free to the program, in use to the slabs.
+    pub sheaf_objects: u64,
+    /// Full sheaves in the barn now.
+    pub barn_full: u64,
+    /// Empty sheaves in the barn now.
+    pub barn_empty: u64,
+    /// Objects in the barn now.
+    pub barn_objects: u64,
     /// Slabs that exist.
     pub slabs: u64,
     /// Slabs on the node partial list.
@@ -144,6 +161,7 @@ impl CacheInfo {
             return Err(io::Error::last_os_error());
         }
         let alias_of = c_name(&raw.alias_of);
+        let sheaves = raw.sheaves();
         Ok(CacheInfo {
             name: c_name(&raw.name),
             alias_of: if alias_of.is_empty() { None } else { Some(alias_of) },
@@ -158,6 +176,14 @@ impl CacheInfo {
             cpu_partial: raw.cpu_partial,
             min_partial: raw.min_partial,
             cpu_queue: raw.cpu_queue,
+            sheaf_capacity: sheaves.sheaf_capacity,
+            barn_full_max: sheaves.barn_full_max,
+            barn_empty_max: sheaves.barn_empty_max,
+            cpu_parts: sheaves.cpu_parts,
+            sheaf_objects: sheaves.sheaf_objects,
+            barn_full: sheaves.barn_full,
+            barn_empty: sheaves.barn_empty,
+            barn_objects: sheaves.barn_objects,
             slabs: raw.slabs,
             partial_slabs: raw.partial_slabs,
             cpu_slabs: raw.cpu_slabs,
@@ -165,7 +191,7 @@ impl CacheInfo {
             active_objects: raw.active_objects,
             slab_bytes: raw.slab_bytes,
             has_ctor: raw.has_ctor != 0,
-            events: raw.events.to_vec(),
+            events: raw.stat_events().to_vec(),
         })
     }
 
@@ -180,8 +206,11 @@ impl CacheInfo {
     /// let c = uslab::Cache::<u64>::new("counted")?;
     /// let x = c.alloc(1)?;
     /// let info = c.info()?;
-    /// let allocs = info.event_by_name("ALLOC_FASTPATH").unwrap()
-    ///     + info.event_by_name("ALLOC_SLOWPATH").unwrap();
+    /// // the fast path, a sheaf (where uslab has them), or the slow path
+    /// let allocs: u64 = ["ALLOC_FASTPATH", "ALLOC_PCS", "ALLOC_SLOWPATH"]
+    ///     .iter()
+    ///     .filter_map(|name| info.event_by_name(name))
+    ///     .sum();
     /// assert!(allocs >= 1);
     /// # drop(x);
     /// # Ok::<(), std::io::Error>(())

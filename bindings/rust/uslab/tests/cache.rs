@@ -150,18 +150,25 @@ fn zero_sized_and_over_aligned_types() -> io::Result<()> {
 #[test]
 fn tunables_pass_names_through() -> io::Result<()> {
     let cache: Cache<[u8; 200]> = Cache::with_flags("tunable", Flags::NO_MERGE)?;
-    for name in ["cpu_partial", "min_partial", "order", "cpu_queue"] {
-        let v = cache.tunable(name)?;
-        cache.set_tunable(name, v)?;
+    // The names are uslab's, not the crate's: whichever of these this uslab
+    // has must read back what was set (the set changes between releases).
+    let mut known = 0;
+    for name in ["min_partial", "order", "cpu_partial", "cpu_queue", "sheaf_capacity", "barn_full", "barn_empty"] {
+        if let Ok(v) = cache.tunable(name) {
+            cache.set_tunable(name, v)?;
+            assert_eq!(cache.tunable(name)?, v, "{}", name);
+            known += 1;
+        }
     }
-    cache.set_tunable("cpu_partial", 0)?;
-    assert_eq!(cache.tunable("cpu_partial")?, 0);
-    assert_eq!(cache.info()?.cpu_partial, 0);
+    assert!(known >= 2, "min_partial and order at least");
+    cache.set_tunable("min_partial", 3)?;
+    assert_eq!(cache.tunable("min_partial")?, 3);
+    assert_eq!(cache.info()?.min_partial, 3);
     let err = cache.set_tunable("no_such_tunable", 1).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(22), "EINVAL");
     assert!(cache.tunable("no_such_tunable").is_err());
-    assert!(cache.set_tunable("cpu_partial", 1 << 40).is_err(), "out of range");
-    assert!(cache.set_tunable("cpu\0partial", 1).is_err());
+    assert!(cache.set_tunable("min_partial", 1 << 40).is_err(), "out of range");
+    assert!(cache.set_tunable("min\0partial", 1).is_err());
     Ok(())
 }
 
@@ -178,9 +185,15 @@ fn info_and_events() -> io::Result<()> {
     assert!(info.flags.contains(Flags::HWCACHE_ALIGN | Flags::NO_MERGE));
     assert_eq!(info.active_objects, 100);
     assert!(info.total_objects >= 100 && info.slabs >= 1 && info.slab_bytes > 0);
-    let fast = StatItem::by_name("ALLOC_FASTPATH").expect("ALLOC_FASTPATH");
-    let slow = StatItem::by_name("ALLOC_SLOWPATH").expect("ALLOC_SLOWPATH");
-    assert_eq!(info.event(fast) + info.event(slow), 100);
+    // Allocations are counted on one of the paths uslab has: the CPU free
+    // list (ALLOC_FASTPATH), a sheaf (ALLOC_PCS, where uslab has sheaves),
+    // the slow path.
+    let allocs: u64 = ["ALLOC_FASTPATH", "ALLOC_PCS", "ALLOC_SLOWPATH"]
+        .iter()
+        .filter_map(|n| info.event_by_name(n))
+        .sum();
+    assert!(allocs >= 100, "{} allocations counted for 100", allocs);
+    assert!(StatItem::by_name("ALLOC_FASTPATH").is_some() && StatItem::by_name("ALLOC_SLOWPATH").is_some());
     assert_eq!(info.events().count(), StatItem::count());
     assert!(StatItem::all().all(|i| !i.name().is_empty() && !i.description().is_empty()));
     assert_eq!(StatItem::by_name("NO_SUCH_ITEM"), None);
