@@ -1,38 +1,517 @@
 /*
- * fork() in a threaded program: the child gets one thread and a copy of
- * every lock as it was. Before fork we take every allocator lock (in the
- * documented order), so that the child's copies are unlocked states of a
- * consistent heap; parent and child then release them. Slabs that other
- * threads held as CPU slabs stay allocated in the child (those threads do
- * not exist there); their objects can still be freed.
+ * fork() in a threaded program. The child is a copy of the address space
+ * with one thread, the one that forked, and every lock in the state it had:
+ * a lock another thread held stays held in the child for good. So the
+ * prepare handler takes every allocator lock, the child gets the copy of a
+ * quiet heap, and the parent and child handlers give the locks back. This
+ * file is the only fork handling of the allocator: one prepare, parent and
+ * child sequence over every lock.
+ *
+ * The locks, in the order the handler sweeps them (each says what it
+ * protects at the top of the file that owns it):
+ *
+ *   kmalloc init lock (kmalloc.c)     creating the size classes
+ *   cache_mutex (cache.c)             the cache list, ids, CPU-part lists
+ *   per cache, cache_locks() below    its node list lock, its barn lock
+ *   grow_lock, page lock (page.c)     mapping segments; free page blocks
+ *   huge lock (large.c)               the huge-block registry and range cache
+ *
+ * Order with libc. glibc's fork runs the prepare handlers, then takes the
+ * stdio list lock (_IO_list_lock), then the locks of its own malloc. Its
+ * malloc comes last because stdio depends on malloc: fflush(NULL) holds
+ * the list lock while it waits for each FILE's lock, and getline holds a
+ * FILE's lock while it calls malloc. A prepare handler that returned
+ * holding an allocator lock would close the cycle: forking thread (our
+ * lock) -> list lock -> fflush(NULL) thread -> FILE lock -> getline thread
+ * -> our lock. So in a process with threads the handler takes the list
+ * lock first (it is recursive; glibc's fork takes it again) and ours after
+ * it: stdio list lock -> allocator locks, as glibc's own malloc does. In
+ * the parent glibc drops its hold before the parent handlers run, and ours
+ * drops the first after our locks; in the child glibc resets the list lock
+ * before the child handlers run, so ours leaves it alone.
+ *
+ * Taking the locks without a cycle. The handler never waits for a lock
+ * while it holds another allocator lock: it sweeps them with trylock, and
+ * at the first busy one it gives back what it took, waits for that one
+ * alone, and sweeps again (keeping it). While it waits it holds only the
+ * list lock, which no thread waits for while it holds an allocator lock
+ * (uslab calls no stdio: reports use write(2)). So the wait ends as soon as
+ * the holder can go on, whatever order other code takes allocator locks
+ * in, and it cannot go on only if it waits for this thread: see below. One
+ * thread at a time sweeps (the list lock), so forks do not starve each
+ * other; a sweep that keeps losing a race waits again, holding nothing.
+ * What the handler holds it knows from the mutexes themselves: a lock whose
+ * owner is this thread and that is not the frame's (below), among those the
+ * sweep has passed; nothing else is recorded, so any number of caches costs
+ * no memory.
+ *
+ * Forking from inside the allocator. A signal handler that forks may have
+ * interrupted its own thread inside malloc, holding an allocator lock, or
+ * half-way into taking or giving one back. That lock cannot be had until
+ * the handler returns, and another thread may hold a second lock while it
+ * waits for the first. The rules:
+ *   - A process that never had a second thread (glibc's
+ *     __libc_single_threaded, which its fork reads too) takes nothing. No
+ *     other thread can hold a lock, so every held lock is the interrupted
+ *     frame's; the child is a copy of that instant, and the interrupted
+ *     call completes in both processes once the handler returns. This is
+ *     the case glibc makes async-signal-safe (its fork skips its malloc
+ *     locks there too) and tests with tst-mallocfork2.
+ *   - With threads: a lock whose owner is this thread (glibc records the
+ *     owner's thread id in every mutex) is the frame's; so is a lock held
+ *     with no owner recorded for FORK_WINDOW_MS (the frame stopped between
+ *     the lock word and the owner field inside pthread_mutex_lock or
+ *     _unlock; another thread gets through those few instructions at once
+ *     unless it stays descheduled that long). The handler leaves these to
+ *     the frame, which gives them back after the handler returns, in parent
+ *     and child alike. It looks for them before taking anything, among the
+ *     locks it can reach without the cache list (all but those of the
+ *     program's own caches), and again at every busy lock.
+ *   - Once the frame is seen to hold a lock, the handler waits for other
+ *     threads' locks for FORK_SELF_WAIT_MS in all: a holder that has not
+ *     let go by then is taken to be waiting for the frame, and its lock is
+ *     left held. The child cannot use what such a lock protects (nor could
+ *     it with glibc's malloc, whose fork deadlocks in this case).
+ *   - A fork from a signal handler that interrupted this thread's own fork
+ *     (inside or after our prepare handler) takes nothing more: the outer
+ *     fork holds, or is taking, the locks.
+ *   The child of a fork from a signal handler may use the allocator once
+ *   the handler has returned; in the handler, only async-signal-safe
+ *   functions (as with glibc). One case is not seen: a frame inside
+ *   uslab_cache_alloc/free of one of the program's own caches, holding its
+ *   node lock, while another thread holds cache_mutex and waits for that
+ *   node lock; the handler then waits for cache_mutex for good. (POSIX
+ *   2024 no longer lists fork as async-signal-safe; _Fork() runs no
+ *   handlers, and its child must not allocate at all.)
+ *
+ * Lock-free steps in flight. Another thread may be between atomic steps
+ * when the fork happens (a slab word CAS, a push on a lock-free list, a
+ * page block taken and not yet made a slab). Each step is one atomic
+ * instruction, so the child sees it done or not, never half done; what the
+ * vanished thread would have done next never happens. Its CPU parts, the
+ * slabs and objects they hold and a block it had taken stay allocated in
+ * the child: a leak bounded by what one thread holds. Every object in them
+ * can still be freed by the child.
+ *
+ * What the child may do: everything (allocate, free the parent's blocks,
+ * create and destroy caches, start threads, fork again), but see above for
+ * a fork from a signal handler.
  */
-#include "slab.h"
+#define _GNU_SOURCE 1
+#include "kmalloc.h"
+#include "fork.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+#include <sys/single_threaded.h>
+#define lone_process() (__libc_single_threaded != 0)
+#else
+#define lone_process() false
+#endif
+
+#ifdef __GLIBC__
+/* glibc's stdio list lock, exported by every glibc (no header declares it);
+ * weak, so that a libc without it leaves them NULL. */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+/* Who holds a mutex: glibc stores the owner's thread id in every kind. */
+static inline pid_t mutex_owner(pthread_mutex_t *m)
+{
+	return __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
+}
+static inline bool mutex_locked(pthread_mutex_t *m)
+{
+	return __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) != 0;
+}
+#else
+#error "fork.c reads glibc's pthread_mutex_t (__data.__owner); other C libraries need a port"
+#endif
+
+#define FORK_WINDOW_MS    50    /* held with no owner this long: the interrupted frame's */
+#define FORK_SELF_WAIT_MS 100   /* a self-interrupted fork waits this long for others' locks */
+#define FORK_SLICE_NS     1000000L   /* a wait re-checks its lock every millisecond */
+#define FORK_MINE_MAX     32    /* locks the frame may hold (it nests a handful) */
+#define CACHE_LOCKS_MAX   4
+
+/* One fork at a time (the stdio list lock, or one thread): plain fields. */
+static struct {
+	bool active;              /* between prepare and parent/child handler */
+	bool lone;                /* nothing taken: one-thread process */
+	unsigned nest;            /* forks from a signal handler inside our prepare */
+	unsigned stdio;           /* our holds of the stdio list lock (nested forks take more) */
+	pid_t tid;                /* the forking thread, as mutexes record owners */
+	bool self;                /* the interrupted frame holds an allocator lock */
+	bool give_up;             /* self: the wait budget is spent, busy locks are left */
+	uint64_t deadline;        /* self: when the budget ends (os_now_ms) */
+	pthread_mutex_t *held;    /* taken by a wait, kept for the next sweep */
+	pthread_mutex_t *busy;    /* where the last sweep stopped */
+	pthread_mutex_t *mine[FORK_MINE_MAX];   /* the frame's locks */
+	unsigned nmine;
+} F;
+
+static struct {
+	_Atomic uint64_t forks, lone, nested, self, windows, left, waits;
+} stats;
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+void fork_get_stats(struct fork_stats *st)
+{
+	st->forks = atomic_load_explicit(&stats.forks, memory_order_relaxed);
+	st->lone = atomic_load_explicit(&stats.lone, memory_order_relaxed);
+	st->nested = atomic_load_explicit(&stats.nested, memory_order_relaxed);
+	st->self = atomic_load_explicit(&stats.self, memory_order_relaxed);
+	st->windows = atomic_load_explicit(&stats.windows, memory_order_relaxed);
+	st->left = atomic_load_explicit(&stats.left, memory_order_relaxed);
+	st->waits = atomic_load_explicit(&stats.waits, memory_order_relaxed);
+}
+
+/* ---- the locks ---------------------------------------------------------- */
+
+/* The locks of one cache, in the order they are taken: the one place that
+ * knows a cache's locks. */
+static unsigned cache_locks(struct uslab_cache *s, pthread_mutex_t *out[CACHE_LOCKS_MAX])
+{
+	out[0] = &s->node.list_lock;
+#ifdef SHEAF_CACHES
+	out[1] = &s->node.barn.lock;   /* a leaf: after the list lock */
+	return 2;
+#else
+	return 1;
+#endif
+}
+
+/* uslab's own metadata caches (cache.c), which are not on cache_list. */
+static struct uslab_cache *const internal_caches[] = {
+	&cache_cache, &cache_cpu_cache, &cache_thread_cache,
+#ifdef SHEAF_CACHES
+	&cache_sheaf_cache[0], &cache_sheaf_cache[1], &cache_sheaf_cache[2],
+	&cache_sheaf_cache[3], &cache_sheaf_cache[4], &cache_sheaf_cache[5],
+#else
+	&cache_queue_cache,   /* (the per-CPU layer before sheaves) */
+#endif
+};
+#ifdef SHEAF_CACHES
+_Static_assert(SHEAF_CACHES == 6, "every sheaf storage cache is listed above");
+#endif
+
+typedef bool (*lock_fn)(pthread_mutex_t *m);   /* false: stop the walk */
+
+static bool walk_cache(struct uslab_cache *s, lock_fn fn)
+{
+	pthread_mutex_t *l[CACHE_LOCKS_MAX];
+	unsigned n = cache_locks(s, l);
+	for (unsigned i = 0; i < n; i++)
+		if (!fn(l[i]))
+			return false;
+	return true;
+}
+
+/*
+ * Every lock after cache_mutex, in order. The cache list is walked only
+ * while cache_mutex is this thread's (the handler's, or its interrupted
+ * frame's, which cannot run meanwhile): then nobody else can change it. A
+ * frame stopped half-way through linking or unlinking a cache leaves the
+ * list walkable (one pointer store at a time, the cache freed after it is
+ * unlinked).
+ */
+static bool walk_inner(lock_fn fn)
+{
+	if (mutex_owner(&cache_mutex) == F.tid && F.tid)
+		for (struct uslab_cache *s = cache_list; s; s = s->next)
+			if (!walk_cache(s, fn))
+				return false;
+	for (unsigned i = 0; i < sizeof internal_caches / sizeof internal_caches[0]; i++)
+		if (!walk_cache(internal_caches[i], fn))
+			return false;
+	pthread_mutex_t *pl[2];
+	unsigned n = page_fork_locks(pl);
+	for (unsigned i = 0; i < n; i++)
+		if (!fn(pl[i]))
+			return false;
+	return fn(large_fork_lock());
+}
+
+static bool is_mine(pthread_mutex_t *m)
+{
+	for (unsigned i = 0; i < F.nmine; i++)
+		if (F.mine[i] == m)
+			return true;
+	return false;
+}
+
+static void add_mine(pthread_mutex_t *m)
+{
+	if (is_mine(m))
+		return;
+	if (F.nmine == FORK_MINE_MAX)
+		report_fatal("fork: more than %d allocator locks held by the interrupted thread", FORK_MINE_MAX);
+	F.mine[F.nmine++] = m;
+	if (!F.self) {
+		F.self = true;
+		F.deadline = os_now_ms() + FORK_SELF_WAIT_MS;
+	}
+}
+
+/* ---- finding the interrupted frame's locks -------------------------------- */
+
+#define SUSPECTS_MAX 16
+static pthread_mutex_t *suspects[SUSPECTS_MAX];
+static unsigned nsuspects;
+
+static bool scan_one(pthread_mutex_t *m)
+{
+	if (mutex_owner(m) == F.tid)
+		add_mine(m);
+	else if (mutex_locked(m) && !mutex_owner(m) && nsuspects < SUSPECTS_MAX)
+		suspects[nsuspects++] = m;
+	return true;
+}
+
+static void pause_ns(long ns)
+{
+	struct timespec ts = { 0, ns };
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Before taking anything: which of the locks reachable without the cache
+ * list does the frame hold? Those held with no owner are watched for
+ * FORK_WINDOW_MS; one that another thread holds gets an owner or is let go
+ * at once.
+ */
+static void scan_frame(void)
+{
+	nsuspects = 0;
+	scan_one(kmalloc_fork_lock());
+	scan_one(&cache_mutex);
+	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++) {
+		struct uslab_cache *s = __atomic_load_n(&kmalloc_caches[i], __ATOMIC_RELAXED);
+		if (s)
+			walk_cache(s, scan_one);
+	}
+	for (unsigned i = 0; i < sizeof internal_caches / sizeof internal_caches[0]; i++)
+		walk_cache(internal_caches[i], scan_one);
+	pthread_mutex_t *pl[2];
+	unsigned n = page_fork_locks(pl);
+	for (unsigned i = 0; i < n; i++)
+		scan_one(pl[i]);
+	scan_one(large_fork_lock());
+	uint64_t start = os_now_ms();
+	while (nsuspects) {
+		for (unsigned i = 0; i < nsuspects;) {
+			pthread_mutex_t *m = suspects[i];
+			if (!mutex_locked(m) || mutex_owner(m)) {
+				suspects[i] = suspects[--nsuspects];
+				continue;
+			}
+			i++;
+		}
+		if (!nsuspects)
+			break;
+		if (os_now_ms() - start >= FORK_WINDOW_MS) {
+			for (unsigned i = 0; i < nsuspects; i++) {
+				add_mine(suspects[i]);
+				count(&stats.windows, 1);
+			}
+			break;
+		}
+		pause_ns(FORK_SLICE_NS / 10);
+	}
+}
+
+/* ---- taking and giving back --------------------------------------------------- */
+
+static bool try_one(pthread_mutex_t *m)
+{
+	if (m == F.held || is_mine(m) || !pthread_mutex_trylock(m))
+		return true;
+	if (mutex_owner(m) == F.tid) {   /* the frame's (a lock of a program's cache) */
+		add_mine(m);
+		return true;
+	}
+	if (F.give_up) {   /* left to its holder */
+		count(&stats.left, 1);
+		return true;
+	}
+	F.busy = m;
+	return false;
+}
+
+/* One pass: take every lock not taken or the frame's; false with F.busy
+ * set at the first that is busy. */
+static bool sweep(void)
+{
+	return try_one(kmalloc_fork_lock()) && try_one(&cache_mutex) && walk_inner(try_one);
+}
+
+/* Is m held by the handler? Its owner is this thread and it is not the
+ * frame's. (In the child F.tid is still the parent's id, which the mutexes
+ * recorded.) */
+static bool handler_holds(pthread_mutex_t *m)
+{
+	return mutex_owner(m) == F.tid && !is_mine(m);
+}
+
+static pthread_mutex_t *release_stop;   /* where the sweep stopped: nothing after it was taken */
+
+static bool give_back(pthread_mutex_t *m)
+{
+	if (m == release_stop)
+		return false;
+	if (handler_holds(m))
+		pthread_mutex_unlock(m);
+	return true;
+}
+
+/*
+ * Give back what the handler holds: every lock the sweep passed before
+ * `stop` (NULL: all), in sweep order but cache_mutex last (the cache list
+ * is walked under it), and the lock a wait took. Only locks the sweep
+ * passed: a lock after `stop` that the frame holds is not known yet.
+ */
+static void release(pthread_mutex_t *stop)
+{
+	release_stop = stop;
+	if (give_back(kmalloc_fork_lock()) && stop != &cache_mutex) {
+		walk_inner(give_back);
+		if (handler_holds(&cache_mutex))
+			pthread_mutex_unlock(&cache_mutex);
+	}
+	if (F.held && handler_holds(F.held))
+		pthread_mutex_unlock(F.held);
+	F.held = NULL;
+}
+
+/*
+ * Wait for m, holding no allocator lock. Ends with m taken (F.held), or m
+ * found to be the frame's, or, in a self-interrupted fork, at the deadline
+ * (F.give_up: every busy lock is then left to its holder).
+ */
+static void wait_for(pthread_mutex_t *m)
+{
+	uint64_t anon_since = 0;   /* since when m is held with no owner recorded */
+	count(&stats.waits, 1);
+	for (;;) {
+		if (F.self && os_now_ms() >= F.deadline) {
+			F.give_up = true;
+			return;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += FORK_SLICE_NS;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		if (!pthread_mutex_timedlock(m, &ts)) {
+			F.held = m;
+			return;
+		}
+		pid_t o = mutex_owner(m);
+		if (o == F.tid) {
+			add_mine(m);
+			return;
+		}
+		if (o || !mutex_locked(m)) {
+			anon_since = 0;
+		} else if (!anon_since) {
+			anon_since = os_now_ms();
+		} else if (os_now_ms() - anon_since >= FORK_WINDOW_MS) {
+			add_mine(m);
+			count(&stats.windows, 1);
+			return;
+		}
+	}
+}
+
+/* ---- the handlers ----------------------------------------------------------------- */
+
+static void stdio_lock(void)
+{
+	if (_IO_list_lock)
+		_IO_list_lock();
+}
+
+static void stdio_unlock(void)
+{
+	if (_IO_list_unlock)
+		_IO_list_unlock();
+}
 
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&cache_mutex);
-	for (struct uslab_cache *s = cache_list; s; s = s->next)
-		pthread_mutex_lock(&s->node.list_lock);
-	pthread_mutex_lock(&cache_cache.node.list_lock);
-	pthread_mutex_lock(&cache_cpu_cache.node.list_lock);
-	pthread_mutex_lock(&cache_thread_cache.node.list_lock);
-	pthread_mutex_lock(&cache_queue_cache.node.list_lock);
-	page_fork_prepare();
+	if (lone_process()) {
+		/* Every lock held is this thread's interrupted frame's: see the top. */
+		F.lone = true;
+		count(&stats.lone, 1);
+		return;
+	}
+	F.lone = false;
+	stdio_lock();   /* recursive: a nested fork takes it again */
+	F.stdio++;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	if (F.active && F.tid == tid) {
+		/* A signal handler forked while this thread was inside fork: the
+		 * outer prepare holds or is taking the locks; take none. */
+		F.nest++;
+		count(&stats.nested, 1);
+		return;
+	}
+	F.active = true;
+	F.tid = tid;
+	F.self = false;
+	F.give_up = false;
+	F.held = NULL;
+	F.nmine = 0;
+	count(&stats.forks, 1);
+	scan_frame();
+	while (!sweep()) {
+		release(F.busy);
+		wait_for(F.busy);
+	}
+	if (F.self)
+		count(&stats.self, 1);
 }
 
-static void fork_release(void)
+static void fork_parent(void)
 {
-	page_fork_release();
-	pthread_mutex_unlock(&cache_queue_cache.node.list_lock);
-	pthread_mutex_unlock(&cache_thread_cache.node.list_lock);
-	pthread_mutex_unlock(&cache_cpu_cache.node.list_lock);
-	pthread_mutex_unlock(&cache_cache.node.list_lock);
-	for (struct uslab_cache *s = cache_list; s; s = s->next)
-		pthread_mutex_unlock(&s->node.list_lock);
-	pthread_mutex_unlock(&cache_mutex);
+	if (F.lone)
+		return;
+	if (F.nest) {
+		F.nest--;
+	} else {
+		release(NULL);
+		F.active = false;
+	}
+	if (F.stdio) {   /* after ours: stdio list lock -> allocator locks */
+		F.stdio--;
+		stdio_unlock();
+	}
+}
+
+static void fork_child(void)
+{
+	if (F.lone)
+		return;
+	F.stdio = 0;   /* glibc reset the stdio list lock before the child handlers ran */
+	if (F.nest) {
+		F.nest--;
+		return;
+	}
+	release(NULL);
+	F.active = false;
 }
 
 void fork_init(void)
 {
-	pthread_atfork(fork_prepare, fork_release, fork_release);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

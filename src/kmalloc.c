@@ -17,12 +17,11 @@
  * re-entrant calls are served from a static bootstrap arena that is never
  * freed; a failed creation (no memory) is retried on the next call.
  *
- * Locking: init_lock serializes creation (taken before cache_mutex). It and
- * large.c's lock are held across fork by handlers registered here, which
- * run before the core's (fork.c), so the order is init_lock -> large lock
- * (a leaf) -> cache_mutex -> ...
+ * Locking: init_lock serializes creation; it is taken before cache_mutex
+ * (init_lock -> cache_mutex -> ...), and fork.c holds it across fork.
  */
 #include "kmalloc.h"
+#include "fork.h"
 
 #include <errno.h>
 #include <string.h>
@@ -38,7 +37,6 @@ static struct {
 	_Atomic bool ready;                           /* kmalloc_caches is filled */
 	_Atomic bool running;                         /* creation under way, by `owner` */
 	pthread_t owner;
-	bool atfork_done;
 } K = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- the bootstrap arena ------------------------------------------------ */
@@ -104,18 +102,6 @@ static bool in_init_here(void)
 	return atomic_load_explicit(&K.running, memory_order_acquire) && pthread_equal(K.owner, pthread_self());
 }
 
-static void fork_prepare(void)
-{
-	pthread_mutex_lock(&K.lock);
-	large_fork_prepare();
-}
-
-static void fork_release(void)
-{
-	large_fork_release();
-	pthread_mutex_unlock(&K.lock);
-}
-
 static struct uslab_cache *class_create(unsigned i)
 {
 	unsigned size = kmalloc_class_size[i];
@@ -161,10 +147,6 @@ bool kmalloc_init(void)
 		void *x = slab_alloc_fast(s);
 		if (x)
 			slab_free_fast(s, x);
-		if (!K.atfork_done) {
-			pthread_atfork(fork_prepare, fork_release, fork_release);
-			K.atfork_done = true;
-		}
 		for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++)
 			kmalloc_caches[i] = cache_root(K.made[i]);
 		atomic_store_explicit(&K.ready, true, memory_order_release);
@@ -175,6 +157,11 @@ bool kmalloc_init(void)
 out:
 	pthread_mutex_unlock(&K.lock);
 	return ok;
+}
+
+pthread_mutex_t *kmalloc_fork_lock(void)
+{
+	return &K.lock;
 }
 
 /* ---- allocation ------------------------------------------------------------ */

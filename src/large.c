@@ -28,6 +28,7 @@
  * the OS layer (maps happen before, unmaps after).
  */
 #include "kmalloc.h"
+#include "fork.h"
 
 #include <errno.h>
 #include <string.h>
@@ -524,12 +525,7 @@ void large_get_info(struct large_info *li)
 	pthread_mutex_unlock(&H.lock);
 }
 
-void large_fork_prepare(void)
+pthread_mutex_t *large_fork_lock(void)
 {
-	pthread_mutex_lock(&H.lock);
-}
-
-void large_fork_release(void)
-{
-	pthread_mutex_unlock(&H.lock);
+	return &H.lock;
 }

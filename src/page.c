@@ -12,6 +12,7 @@
  * one segment, not one each.
  */
 #include "page.h"
+#include "fork.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -336,16 +337,11 @@ void page_get_info(struct page_info *pi)
 	pthread_mutex_unlock(&P.lock);
 }
 
-void page_fork_prepare(void)
+unsigned page_fork_locks(pthread_mutex_t **out)
 {
-	pthread_mutex_lock(&grow_lock);
-	pthread_mutex_lock(&P.lock);
-}
-
-void page_fork_release(void)
-{
-	pthread_mutex_unlock(&P.lock);
-	pthread_mutex_unlock(&grow_lock);
+	out[0] = &grow_lock;
+	out[1] = &P.lock;
+	return 2;
 }
 
 void page_for_each_slab(void (*fn)(struct slab *d, void *arg), void *arg)
