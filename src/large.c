@@ -20,8 +20,15 @@
  * pointers from ours; metadata never sits in front of user memory. Freed
  * mappings go to a cache of free ranges (coalesced when adjacent, split on
  * reuse, best fit), and are unmapped once unused for page_purge_delay_ms or
- * when the cache outgrows HUGE_CACHE_BYTES + live/4. Allocators that unmap at
- * once pay for faulting every page in again on the next allocation.
+ * when the cache outgrows huge_pad (HUGE_CACHE_BYTES unless mallopt's
+ * M_TOP_PAD says otherwise) + live/4. Allocators that unmap at once pay for
+ * faulting every page in again on the next allocation.
+ *
+ * mallopt's M_MMAP_THRESHOLD sets release_min: blocks of at least that size
+ * go back to the OS when freed, large ones by decommitting their pages
+ * before the page allocator takes them (it purges them once more later,
+ * which costs a cheap madvise), huge ones by unmapping them instead of
+ * caching them.
  *
  * Locking: H.lock protects the registry and the range cache. It is a leaf:
  * nothing else is taken under it, and it is never held across a call into
@@ -29,6 +36,7 @@
  */
 #include "kmalloc.h"
 #include "fork.h"
+#include "mallopt.h"
 
 #include <errno.h>
 #include <string.h>
@@ -36,6 +44,13 @@
 /* ---- large blocks ------------------------------------------------------- */
 
 static _Atomic uint64_t large_bytes, large_blocks;
+/* M_MMAP_THRESHOLD (relaxed: a stale value for one free is harmless) */
+static _Atomic size_t release_min = SIZE_MAX;
+
+void large_set_release_min(size_t bytes)
+{
+	atomic_store_explicit(&release_min, bytes, memory_order_relaxed);
+}
 
 static unsigned order_of_pages(size_t pages)
 {
@@ -119,6 +134,8 @@ void large_free(struct slab *d, void *p)
 	unsigned idx = (unsigned)(d - seg->desc), keep = d->objects;
 	atomic_fetch_sub_explicit(&large_bytes, (uint64_t)keep << PAGE_SHIFT, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&large_blocks, 1, memory_order_relaxed);
+	if (unlikely(((size_t)keep << PAGE_SHIFT) >= atomic_load_explicit(&release_min, memory_order_relaxed)))
+		os_decommit(p, (size_t)keep << PAGE_SHIFT);   /* M_MMAP_THRESHOLD: see the top */
 	free_pages(seg, idx, idx + keep);
 }
 
@@ -151,6 +168,14 @@ bool large_resize(struct slab *d, void *p, size_t size)
 #define HUGE_TAB_MIN      512              /* first table: 512 entries, 12 KiB */
 #define HUGE_CACHE_SLOTS  32               /* free ranges kept */
 #define HUGE_CACHE_BYTES  (64UL << 20)     /* kept beyond live/4 */
+
+/* M_TOP_PAD: bytes kept beyond live/4 (relaxed, read under H.lock) */
+static _Atomic size_t huge_pad = HUGE_CACHE_BYTES;
+
+void large_set_huge_pad(size_t bytes)
+{
+	atomic_store_explicit(&huge_pad, bytes, memory_order_relaxed);
+}
 
 struct huge_ent {
 	uintptr_t addr;   /* start of the block and of its mapping; 0 = empty slot */
@@ -305,7 +330,9 @@ static void cache_decay_locked(uint64_t now, struct unmap_list *ul)
 		else
 			i++;
 	}
-	while (H.ncache && ul->n < HUGE_CACHE_SLOTS && H.cached_bytes > HUGE_CACHE_BYTES + H.live_bytes / 4) {
+	size_t pad = atomic_load_explicit(&huge_pad, memory_order_relaxed);
+	while (H.ncache && ul->n < HUGE_CACHE_SLOTS && H.cached_bytes > H.live_bytes / 4 &&
+	       H.cached_bytes - H.live_bytes / 4 > pad) {
 		unsigned old = 0;
 		for (unsigned i = 1; i < H.ncache; i++)
 			if (H.cache[i].time < H.cache[old].time)
@@ -404,11 +431,14 @@ bool huge_free(void *p)
 		pthread_mutex_unlock(&H.lock);
 		return false;
 	}
-	size_t len = H.tab[i].len;
+	size_t len = H.tab[i].len, usable = H.tab[i].usable;
 	tab_del_locked((size_t)i);
 	H.n--;
 	H.live_bytes -= len;
-	cache_put_locked((uintptr_t)p, len, now, &ul);
+	if (unlikely(usable >= atomic_load_explicit(&release_min, memory_order_relaxed)))
+		ul.r[ul.n++] = (struct range){ (uintptr_t)p, len, now };   /* M_MMAP_THRESHOLD: unmapped, not cached */
+	else
+		cache_put_locked((uintptr_t)p, len, now, &ul);
 	pthread_mutex_unlock(&H.lock);
 	unmap_all(&ul);
 	return true;

@@ -8,31 +8,84 @@
  *     block's usable size; a failed realloc leaves the old block intact.
  *   - Impossible sizes (above PTRDIFF_MAX less a little, or n * size
  *     overflowing) return NULL with ENOMEM without touching anything.
+ *   - Every failure sets errno, as glibc: ENOMEM when memory cannot be had
+ *     or the size is impossible, EINVAL for a bad alignment.
  *   - posix_memalign: EINVAL for an alignment that is not a power of two
- *     multiple of sizeof(void *), *out untouched. aligned_alloc: EINVAL for
- *     an alignment that is not a power of two (0 included) or above
- *     PTRDIFF_MAX. memalign: alignments above SIZE_MAX/2+1 are EINVAL, other
- *     non-powers of two are rounded up (as glibc).
+ *     multiple of sizeof(void *), *out and errno untouched; ENOMEM returned
+ *     and set in errno. aligned_alloc: EINVAL for an alignment that is not
+ *     a power of two (0 included), as glibc 2.38 and C17 (glibc 2.36
+ *     treats it as memalign). memalign: alignments above SIZE_MAX/2+1 are
+ *     EINVAL, other non-powers of two are rounded up (as glibc). A power of
+ *     two too large to be had is ENOMEM everywhere.
  *   - usable size is the class stride (slab), the kept pages (large) or the
  *     page-rounded request (huge).
  *   - Misuse is reported and aborts: free/realloc/malloc_usable_size of a
  *     pointer that is not the start of a live block ("invalid free"), an
  *     immediate double free ("double free").
  *   - free never changes errno.
+ *   - mallopt takes glibc's parameters (mf_mallopt below; README has the
+ *     table). M_PERTURB, as glibc: allocations but calloc's are filled with
+ *     the byte's complement over the size asked, frees fill the block's
+ *     usable bytes with the byte (huge blocks excepted: their mappings are
+ *     not touched, as glibc leaves its mmapped chunks). When it is off it
+ *     costs one predictable branch on a global here, none in the inline
+ *     fast paths.
  */
 #include "kmalloc.h"
+#include "mallopt.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <malloc.h>
 #include <string.h>
 #include <unistd.h>
 
+/* ---- M_PERTURB ------------------------------------------------------------- */
+
+static int perturb;   /* M_PERTURB's value; 0: off (relaxed: read on every call) */
+
+static inline int perturb_on(void)
+{
+	return __atomic_load_n(&perturb, __ATOMIC_RELAXED);
+}
+
+static COLD void *perturb_alloc(void *p, size_t n)
+{
+	int v = perturb_on();
+	if (p && v)
+		memset(p, (v ^ 0xff) & 0xff, n);
+	return p;
+}
+
+/* Fill a block about to be freed with the byte, over its usable size: a
+ * slab object (checked as free would) or a large block. Huge blocks and
+ * anything else are left to kfree. */
+static COLD void perturb_free(void *p)
+{
+	int v = perturb_on();
+	struct slab *d = page_obj_slab(p);
+	size_t n;
+	if (page_kind(d) == PK_SLAB)
+		n = kmalloc_usable(p, "free");
+	else if (page_kind(d) == PK_LARGE && p == page_address(d))
+		n = large_usable(d);
+	else
+		return;
+	memset(p, v & 0xff, n);
+}
+
 void *mf_malloc(size_t n)
 {
-	return kmalloc(n);
+	void *p = kmalloc(n);
+	if (unlikely(perturb_on()))
+		return perturb_alloc(p, n);
+	return p;
 }
 
 void mf_free(void *p)
 {
+	if (unlikely(perturb_on()) && p)
+		perturb_free(p);
 	kfree(p);
 }
 
@@ -65,9 +118,9 @@ static size_t usable_or_die(void *p)
 void *mf_realloc(void *p, size_t n)
 {
 	if (!p)
-		return kmalloc(n);
+		return mf_malloc(n);
 	if (n == 0) {
-		kfree(p);
+		mf_free(p);
 		return NULL;
 	}
 	size_t old;
@@ -102,7 +155,9 @@ void *mf_realloc(void *p, size_t n)
 	if (!q)
 		return NULL;
 	memcpy(q, p, MIN(old, n));
-	kfree(p);
+	if (unlikely(perturb_on()) && n > old)
+		perturb_alloc((char *)q + old, n - old);   /* as glibc's moved block */
+	mf_free(p);
 	return q;
 }
 
@@ -114,6 +169,14 @@ void *mf_reallocarray(void *p, size_t n, size_t size)
 		return NULL;
 	}
 	return mf_realloc(p, total);
+}
+
+static void *aligned(size_t n, size_t align)
+{
+	void *p = kmalloc_aligned(n, align);
+	if (unlikely(perturb_on()))
+		return perturb_alloc(p, n);
+	return p;
 }
 
 void *mf_memalign(size_t align, size_t n)
@@ -128,34 +191,32 @@ void *mf_memalign(size_t align, size_t n)
 			a <<= 1;
 		align = a;
 	}
-	return kmalloc_aligned(n, align);
+	return aligned(n, align);
 }
 
 int mf_posix_memalign(void **out, size_t align, size_t n)
 {
 	if (align < sizeof(void *) || (align & (align - 1)))
-		return EINVAL;
-	int e = errno;
-	void *p = kmalloc_aligned(n, align);
-	errno = e;   /* the result says it; errno as glibc leaves it */
+		return EINVAL;   /* errno untouched, as glibc */
+	void *p = aligned(n, align);
 	if (!p)
-		return ENOMEM;
+		return ENOMEM;   /* and in errno, as glibc */
 	*out = p;
 	return 0;
 }
 
 void *mf_aligned_alloc(size_t align, size_t n)
 {
-	if (!align || (align & (align - 1)) || align > MALLOC_MAX_REQUEST) {
+	if (!align || (align & (align - 1))) {
 		errno = EINVAL;
 		return NULL;
 	}
-	return kmalloc_aligned(n, align);
+	return aligned(n, align);
 }
 
 void *mf_valloc(size_t n)
 {
-	return kmalloc_aligned(n, PAGE_SIZE);
+	return aligned(n, PAGE_SIZE);
 }
 
 void *mf_pvalloc(size_t n)
@@ -164,7 +225,7 @@ void *mf_pvalloc(size_t n)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return kmalloc_aligned(ALIGN_UP(n, PAGE_SIZE), PAGE_SIZE);
+	return aligned(ALIGN_UP(n, PAGE_SIZE), PAGE_SIZE);
 }
 
 size_t mf_usable_size(void *p)
@@ -174,12 +235,70 @@ size_t mf_usable_size(void *p)
 
 void mf_free_sized(void *p, size_t n)
 {
-	kfree(p);
+	mf_free(p);
 }
 
 void mf_free_aligned_sized(void *p, size_t align, size_t n)
 {
-	kfree(p);
+	mf_free(p);
+}
+
+/* ---- mallopt ------------------------------------------------------------------ */
+
+/* page.c's purge delay before mallopt changed it (0: not changed yet). */
+static _Atomic unsigned purge_delay_default;
+
+/*
+ * glibc's parameters (its values: malloc.h). glibc reads every value as a
+ * size_t, so a negative one is huge. What each means here (README has the
+ * table): M_TRIM_THRESHOLD: 0 gives free memory back at once (purge delay
+ * 0), a negative value never on its own (only malloc_trim), any other the
+ * default delay; M_TOP_PAD: bytes of freed huge mappings kept beyond a
+ * quarter of the live ones; M_MMAP_THRESHOLD: freed blocks from this size
+ * go back to the OS at once; M_PERTURB: see the top. M_MXFAST, M_MMAP_MAX,
+ * M_CHECK_ACTION, M_ARENA_TEST, M_ARENA_MAX and SVID's M_NLBLKS, M_GRAIN,
+ * M_KEEP have nothing to set and are accepted, with glibc's result (M_MXFAST
+ * above 80 * sizeof(size_t) / 4 is 0). Any other parameter: 0 (glibc
+ * returns 1 for those too).
+ */
+int mf_mallopt(int param, int value)
+{
+	switch (param) {
+	case M_TRIM_THRESHOLD: {
+		unsigned def = atomic_load_explicit(&purge_delay_default, memory_order_relaxed);
+		if (!def) {
+			unsigned expected = 0, now = page_purge_delay_ms;
+			atomic_compare_exchange_strong(&purge_delay_default, &expected, now ? now : 1);
+			def = atomic_load_explicit(&purge_delay_default, memory_order_relaxed);
+		}
+		unsigned ms = value == 0 ? 0 : value < 0 ? UINT_MAX : def;
+		__atomic_store_n(&page_purge_delay_ms, ms, __ATOMIC_RELAXED);
+		if (!ms)
+			page_release_all();   /* also restarts the purge clock, which ran on the old delay */
+		return 1;
+	}
+	case M_TOP_PAD:
+		large_set_huge_pad((size_t)(long)value);
+		return 1;
+	case M_MMAP_THRESHOLD:
+		large_set_release_min((size_t)(long)value);
+		return 1;
+	case M_PERTURB:
+		__atomic_store_n(&perturb, value, __ATOMIC_RELAXED);
+		return 1;
+	case M_MXFAST:
+		return (size_t)(long)value <= 80 * sizeof(size_t) / 4;
+	case M_MMAP_MAX:
+	case M_CHECK_ACTION:
+	case M_ARENA_TEST:
+	case M_ARENA_MAX:
+	case M_NLBLKS:
+	case M_GRAIN:
+	case M_KEEP:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 /* ---- trim, mallinfo, malloc_stats ------------------------------------------ */

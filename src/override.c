@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "kmalloc.h"
+#include "mallopt.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -87,15 +88,12 @@ EXPORT struct mallinfo mallinfo(void)
 	return r;
 }
 
-/* No glibc tunable applies to uslab: 0 ("not done") for every parameter. */
-EXPORT int mallopt(int param, int value) { return 0; }
+EXPORT int mallopt(int param, int value) { return mf_mallopt(param, value); }
 
 EXPORT int malloc_info(int options, FILE *fp)
 {
-	if (options) {
-		errno = EINVAL;
-		return -1;
-	}
+	if (options)
+		return EINVAL;   /* as glibc: the code, errno untouched */
 	struct mf_info mi;
 	mf_get_info(&mi);
 	fprintf(fp,
