@@ -132,8 +132,15 @@ static inline bool mutex_locked(pthread_mutex_t *m)
 #error "fork.c reads glibc's pthread_mutex_t (__data.__owner); other C libraries need a port"
 #endif
 
-#define FORK_WINDOW_MS    50    /* held with no owner this long: the interrupted frame's */
-#define FORK_SELF_WAIT_MS 100   /* a self-interrupted fork waits this long for others' locks */
+/* Held with no owner this long: the interrupted frame's. Long, because a
+ * mistake (another thread descheduled inside pthread_mutex_lock, on a
+ * loaded machine) leaves that lock held in the child; the frame's own
+ * case costs it once per such fork, and it is rare (a signal landing on
+ * those few instructions). */
+#define FORK_WINDOW_MS    1000
+/* A self-interrupted fork waits this long in all for other threads' locks:
+ * long enough for a holder descheduled on a loaded machine. */
+#define FORK_SELF_WAIT_MS 500
 #define FORK_SLICE_NS     1000000L   /* a wait re-checks its lock every millisecond */
 #define FORK_MINE_MAX     32    /* locks the frame may hold (it nests a handful) */
 #define CACHE_LOCKS_MAX   4
