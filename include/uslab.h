@@ -137,16 +137,19 @@ USLAB_API void *uslab_cache_zalloc(struct uslab_cache *cache);
  * Misuse that costs a compare to detect is detected in every build: a pointer
  * that is not the start of an object of a uslab slab (stack, global, interior
  * pointer), an object of another cache (both caches are named), and a double
- * free that meets the object at the head of a free list. Each writes one line
- * starting "uslab: fatal:" to stderr and calls abort().
+ * free that meets the object on top of this thread's sheaf, at the head of a
+ * free list, twice in one batch given back to the slabs, or in a slab whose
+ * count it would take below zero. Each writes one line starting
+ * "uslab: fatal:" to stderr and calls abort().
  */
 USLAB_API void uslab_cache_free(struct uslab_cache *cache, void *obj);
 
 /*
- * Give back what the cache holds but does not use: the calling thread's CPU
- * slabs for this cache, every empty slab on the node's partial list (ignoring
- * min_partial), and then every free page of the process to the OS. Slabs
- * cached by other live threads stay with them.
+ * Give back what the cache holds but does not use: the calling thread's
+ * sheaves (or CPU slabs) for this cache, the barn's sheaves, every empty slab
+ * on the node's partial list (ignoring min_partial), and then every free
+ * page of the process to the OS. Objects and slabs cached by other live
+ * threads stay with them.
  * Returns 0 if the cache holds no slabs afterwards, 1 if some remain (as
  * kmem_cache_shrink()).
  */
@@ -154,19 +157,22 @@ USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
 
 /*
  * Tunables, at run time, as the kernel's /sys/kernel/slab/<cache>/ files:
- *   "cpu_partial"  free objects each CPU's partial list may hold before it
- *                  is drained (0..65535; 0 turns CPU partial lists off).
- *                  A drain gives back every empty slab and every slab a
- *                  free froze onto the list; slabs that still hold objects
- *                  the CPU allocated stay with it (their later frees take
- *                  no atomic). Slabs frozen by frees also go back after each
- *                  CPU queue flush;
+ *   "sheaf_capacity"  objects per sheaf (0..509). Each thread that uses the
+ *                  cache holds two sheaves (main and spare): allocation pops
+ *                  and free pushes there without touching the object or its
+ *                  slab. 0 is classic mode: SLUB's CPU slab and CPU partial
+ *                  lists (the 2011 design). Debug caches are always 0.
+ *                  Threads switch at their next slow path;
+ *   "barn_full", "barn_empty"  full and empty sheaves the cache's barn keeps
+ *                  (0..1024): full sheaves freed by one thread wait there
+ *                  for threads that allocate;
+ *   "cpu_partial"  classic mode: free objects each CPU's partial list may
+ *                  hold before it is drained to the node list (0..65535; 0
+ *                  turns CPU partial lists off);
  *   "min_partial"  empty slabs the node list keeps (0..1024);
  *   "order"        page order of new slabs (the smallest order that holds
- *                  an object .. 9);
- *   "cpu_queue"    objects each CPU's object queue holds (0..64; 0 turns
- *                  it off).
- * They can also be set at start: USLAB_OPTIONS="NAME:cpu_partial=N ...".
+ *                  an object .. 9).
+ * They can also be set at start: USLAB_OPTIONS="NAME:sheaf_capacity=N ...".
  * Return 0, or -1 with errno EINVAL for an unknown name, a value out of
  * range, or a NULL argument.
  */
@@ -210,10 +216,10 @@ USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
 
 /* Declared once, expanded many times: X(name, description). */
 #define USLAB_STAT_ITEMS(X) \
-	X(ALLOC_FASTPATH,        "allocation from the CPU free list") \
+	X(ALLOC_FASTPATH,        "allocation from the CPU free list (classic mode)") \
 	X(ALLOC_SLOWPATH,        "allocation by the slow path") \
-	X(FREE_FASTPATH,         "free without lock or atomic: to the CPU slab or a slab on the CPU partial list") \
-	X(FREE_SLOWPATH,         "free to a slab that is not the CPU slab") \
+	X(FREE_FASTPATH,         "free to the CPU free list without lock or atomic (classic mode)") \
+	X(FREE_SLOWPATH,         "free by the slow path") \
 	X(FREE_FROZEN,           "free to a slab frozen by some CPU") \
 	X(FREE_ADD_PARTIAL,      "free put a full slab on the node partial list") \
 	X(FREE_REMOVE_PARTIAL,   "free took an empty slab off the node partial list") \
@@ -234,12 +240,20 @@ USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
 	X(CPU_PARTIAL_FREE,      "free froze a full slab onto the CPU partial list") \
 	X(CPU_PARTIAL_NODE,      "slab moved from the node list to the CPU partial list") \
 	X(CPU_PARTIAL_DRAIN,     "CPU partial list drained to the node list") \
-	X(FREE_PCS,              "free to the CPU object queue") \
-	X(SHEAF_FLUSH,           "CPU object queue handed back to slabs") \
+	X(FREE_PCS,              "free to a per-CPU sheaf") \
+	X(SHEAF_FLUSH,           "objects flushed from a sheaf to their slabs") \
 	X(ALLOC_BULK,            "objects allocated by alloc_bulk") \
 	X(FREE_BULK,             "objects freed by free_bulk") \
 	X(NODE_LOCK,             "node list lock acquisitions") \
-	X(ALLOC_FAILED,          "allocation returned NULL (no memory)")
+	X(ALLOC_FAILED,          "allocation returned NULL (no memory)") \
+	X(ALLOC_PCS,             "allocation from a per-CPU sheaf") \
+	X(SHEAF_REFILL,          "objects refilled into a sheaf from slabs") \
+	X(SHEAF_ALLOC,           "empty sheaf allocated") \
+	X(SHEAF_FREE,            "empty sheaf freed") \
+	X(BARN_GET,              "full sheaf taken from the barn") \
+	X(BARN_GET_FAIL,         "no full sheaf in the barn") \
+	X(BARN_PUT,              "full sheaf put in the barn") \
+	X(BARN_PUT_FAIL,         "barn had no room for a full sheaf")
 
 enum uslab_stat_item {
 #define USLAB_X_ENUM(n, d) USLAB_STAT_##n,
@@ -252,14 +266,21 @@ enum uslab_stat_item {
 USLAB_API const char *uslab_stat_name(enum uslab_stat_item item);
 USLAB_API const char *uslab_stat_desc(enum uslab_stat_item item);
 
+/* Room for stat items in struct uslab_cache_info (version 3 on): the list
+ * may grow up to this without changing the struct's layout. */
+#define USLAB_STAT_EVENTS_MAX 64
+
 /*
  * Versions of struct uslab_cache_info. Fill `version` with the version your
  * code was compiled against; the library fills exactly that version's
- * fields (a version-1 caller's struct is never written past `events`).
- *   1: everything up to and including `events`;
- *   2: adds cpu_slabs, cpu_queue, has_ctor.
+ * layout and fields.
+ *   1: everything up to and including `events` (30 stat items);
+ *   2: adds cpu_slabs, cpu_queue, has_ctor;
+ *   3: events[] has USLAB_STAT_EVENTS_MAX entries (the stat items after
+ *      ALLOC_FAILED are new in 3), adds the sheaf fields; cpu_queue is
+ *      always 0 (the CPU object queue was replaced by sheaves).
  */
-#define USLAB_CACHE_INFO_VERSION 2
+#define USLAB_CACHE_INFO_VERSION 3
 
 /* A snapshot of one cache. Fill `version` with USLAB_CACHE_INFO_VERSION. */
 struct uslab_cache_info {
@@ -283,25 +304,37 @@ struct uslab_cache_info {
 	uint64_t total_objects;    /* object slots in all slabs */
 	uint64_t active_objects;   /* allocated and not yet freed */
 	uint64_t slab_bytes;       /* memory held in slabs */
-	uint64_t events[USLAB_NR_STAT_ITEMS]; /* sums over all threads, live and gone */
+	uint64_t events[USLAB_STAT_EVENTS_MAX]; /* sums over all threads, live and gone; by
+	                           * enum uslab_stat_item, 0 past USLAB_NR_STAT_ITEMS */
 	/* ---- version 2 ---- */
-	uint64_t cpu_slabs;        /* CPU slabs: threads holding a slab of this cache now */
-	unsigned cpu_queue;        /* CPU object queue length (the cpu_queue tunable) */
+	uint64_t cpu_slabs;        /* CPU slabs: threads holding a slab of this cache now (classic) */
+	unsigned cpu_queue;        /* always 0 (version 2's CPU object queue no longer exists) */
 	unsigned has_ctor;         /* 1 if the cache has a constructor */
+	/* ---- version 3 ---- */
+	unsigned sheaf_capacity;   /* objects per sheaf; 0: classic mode */
+	unsigned barn_full_max;    /* full sheaves the barn keeps at most */
+	unsigned barn_empty_max;   /* empty sheaves the barn keeps at most */
+	unsigned cpu_parts;        /* threads with a CPU part for this cache */
+	uint64_t sheaf_objects;    /* objects in threads' sheaves now (counted as active) */
+	uint64_t barn_full;        /* full sheaves in the barn now */
+	uint64_t barn_empty;       /* empty sheaves in the barn now */
+	uint64_t barn_objects;     /* objects in the barn now (counted as active) */
 };
 
 /*
  * Fill `info`. Returns 0, or -1 with errno EINVAL (NULL argument or unknown
  * version).
  *
- * Counters of live threads are read without stopping them. The sums are
- * exact for the calling thread's own use and for threads that have exited.
- * For another live thread, ALLOC_FASTPATH (which is not counted on the fast
- * path but derived from the slow paths) and so active_objects count the
- * objects on that thread's CPU free list and on the owner-local lists of
- * its CPU partial slabs as allocated, as the kernel's slabinfo counts CPU
- * slabs as full: they run ahead by at most that many objects per such
- * thread until it exits (or the lists are taken or drained).
+ * Counters of live threads are read without stopping them. Fast-path
+ * allocations are not counted but derived: ALLOC_PCS from what entered a
+ * thread's sheaves less what they hold now (exact for every thread, up to
+ * the moment of reading), ALLOC_FASTPATH from what entered a classic CPU
+ * free list less its length. Another live thread's free list cannot be
+ * walked, so its objects count as allocated (as the kernel's slabinfo
+ * counts CPU slabs as full) until that thread's next slow path or exit.
+ * active_objects is what the program holds: allocations less frees.
+ * Objects in sheaves and barns are free to the program but in use to the
+ * slabs (sheaf_objects, barn_objects).
  */
 USLAB_API int uslab_cache_get_info(struct uslab_cache *cache, struct uslab_cache_info *info);
 
@@ -357,8 +390,8 @@ USLAB_API void uslab_stats_print_fd_opts(int fd, unsigned long opts);
  * Exporting to uslabinfo (USLAB_OPTIONS=export). The process keeps
  * $XDG_RUNTIME_DIR/uslab-PID.stats (or /dev/shm/uslab-PID.stats), mode 0600,
  * removed at exit, refreshed on the allocation slow path when a reader asks
- * (at most every few ms), and takes control commands from it (cpu_partial,
- * min_partial, order, cpu_queue, shrink, validate) that it applies itself on
+ * (at most every few ms), and takes control commands from it (any tunable
+ * of uslab_cache_tune_set(), shrink, validate) that it applies itself on
  * its slow path. See tools/uslabinfo.c.
  *
  * uslab_export_path() returns the file's path, or NULL if the process does
@@ -428,9 +461,9 @@ USLAB_API size_t uslab_malloc_usable_size(void *p);
  * alignment are not checked in this build. */
 USLAB_API void uslab_free_sized(void *p, size_t size);
 USLAB_API void uslab_free_aligned_sized(void *p, size_t align, size_t size);
-/* malloc_trim(3): flush this thread's CPU slabs of every kmalloc cache,
- * free every empty slab, give every free page and every cached huge mapping
- * back to the OS. pad is ignored. Returns 1 if memory was given back, else 0. */
+/* malloc_trim(3): flush this thread's sheaves (or CPU slabs) and the
+ * barns of every kmalloc cache, free every empty slab, give every free page
+ * and every cached huge mapping back to the OS. pad is ignored. Returns 1 if memory was given back, else 0. */
 USLAB_API int uslab_malloc_trim(size_t pad);
 /* malloc_stats(3): glibc's lines ("Arena 0:", "system bytes", "in use
  * bytes", "Total (incl. mmap):", "max mmap regions/bytes") to fd. */

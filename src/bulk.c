@@ -1,54 +1,48 @@
 /*
  * Bulk allocation and free (kmem_cache_alloc_bulk/free_bulk).
  *
- * Each CPU part has a bulk magazine (as the kernel's sheaves): an array of
- * up to CPU_MAG_MAX objects of the CPU's own slabs that free_bulk left
- * and alloc_bulk takes first, by copying pointers, without walking free
- * lists. Only objects of slabs the CPU keeps frozen go in, so that
- * alloc_bulk never hands out another CPU's objects (passive false
- * sharing); the magazine goes back to the slabs when the CPU part is
- * flushed (shrink, destroy, thread exit).
+ * Sheaves mode (sheaf.c): as the kernel's, through the sheaves: objects
+ * come off main (then spare and the barn) and go onto it; what does not
+ * fit goes straight between the caller's array and the slabs, grouped by
+ * slab (the 2015 thread's detached free lists: one CAS per slab).
  *
- * Beyond the magazine, alloc_bulk takes objects straight off the CPU free
- * list, refilling the CPU slab as often as needed; it is all or nothing.
- * free_bulk checks every object as a single free would, then hands them
- * back in detached free lists, one CAS per run of objects of one slab (none
- * for a slab this CPU keeps frozen: onto its owner-local list); objects of
- * the CPU slab go onto the CPU free list in one step.
+ * Classic mode: alloc_bulk pops the CPU free list, refilling the CPU slab
+ * as often as needed; free_bulk puts objects of the CPU slab onto the CPU
+ * free list in one step and hands the rest to their slabs grouped by slab,
+ * one CAS per slab (freezing full ones onto the CPU partial list, as
+ * single frees would).
+ *
+ * Debug caches and threads without a CPU part go one object at a time.
+ * Allocation is all or nothing; every freed object gets the checks of a
+ * single free, and the caller's array is left as it was.
  */
 #include "slab.h"
 
 #include <errno.h>
 #include <string.h>
 
-size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
+/* The part to use for s, or NULL (debug caches, exiting threads). */
+static struct cpu_cache *bulk_cpu(struct uslab_cache *s)
 {
-	if (!nr)
-		return 0;
-	if (!s || !objs) {
-		errno = EINVAL;
-		return 0;
+	if (s->debug)
+		return NULL;
+	struct cpu_cache *c = cpu_this(s);
+	if (c->cache != s && !(c = cpu_get(s)))
+		return NULL;
+	unsigned cap = TUNE(s, sheaf_capacity);
+	if (unlikely(c->sheaf_cap != cap)) {
+		slab_flush_cpu(s, c);
+		sheaf_setup_cpu(s, c, cap);
 	}
-	s = cache_root(s);
-	struct cpu_cache *c = s->debug ? NULL : cpu_this(s);
-	if (!s->debug && (!c || c->cache != s))
-		c = cpu_get(s);
-	size_t i = 0;
-	if (!c) {   /* debug caches and exiting threads: one at a time */
-		for (; i < nr; i++)
-			if (!(objs[i] = s->debug ? debug_alloc(s, __builtin_return_address(0), USLAB_STAT_ALLOC_BULK, 0)
-						 : slab_alloc_nocpu(s)))
-				goto fail;   /* each was counted (ALLOC_BULK or ALLOC_SLOWPATH) */
-		return nr;
-	}
-	if (c->magn) {   /* the magazine first, newest objects first */
-		size_t k = nr < c->magn ? nr : c->magn;
-		c->magn -= (unsigned)k;
-		memcpy(objs, &c->mag->obj[c->magn], k * sizeof(void *));
-		i = k;
-	}
+	return c;
+}
+
+/* Classic: pop the CPU free list, refilling it as needed. */
+static size_t classic_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+{
 	const unsigned offset = s->offset;
 	const uintptr_t key = s->fp_key;
+	size_t i = 0;
 	while (i < nr) {
 		/* in locals: the stores to objs[] could alias the CPU part */
 		void *x = c->freelist;
@@ -64,33 +58,90 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		}
 		c->freelist = x;
 		cpu_count(&c->fl_in, -(uint64_t)(i - start));
-		if (i < nr && !slab_refill_cpu(s, c))
-			goto fail;
+		if (i < nr && !cpu_slab_refill(s, c)) {
+			/* nothing stays allocated: count what was taken, give it back */
+			stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
+			uslab_cache_free_bulk(s, i, objs);
+			stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
+			errno = ENOMEM;
+			return 0;
+		}
+	}
+	return nr;
+}
+
+size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
+{
+	if (!nr)
+		return 0;
+	if (!s || !objs) {
+		errno = EINVAL;
+		return 0;
+	}
+	s = cache_root(s);
+	struct cpu_cache *c = bulk_cpu(s);
+	size_t got;
+	if (!c) {   /* one at a time; each is counted (ALLOC_BULK or ALLOC_SLOWPATH) */
+		for (got = 0; got < nr; got++) {
+			objs[got] = s->debug ? slab_debug_alloc(s, __builtin_return_address(0), USLAB_STAT_ALLOC_BULK, 0)
+					     : slab_alloc_nocpu(s);
+			if (!objs[got]) {
+				int e = errno;
+				uslab_cache_free_bulk(s, got, objs);
+				errno = e;
+				memset(objs, 0, nr * sizeof(void *));
+				return 0;
+			}
+		}
+		return nr;
+	}
+	got = c->sheaf_cap ? sheaf_alloc_bulk(s, c, nr, objs) : classic_alloc_bulk(s, c, nr, objs);
+	if (!got) {
+		memset(objs, 0, nr * sizeof(void *));
+		return 0;
 	}
 	for (size_t j = 0; USLAB_TRACKED && j < nr; j++)
 		track_alloc(objs[j], s->object_size);
 	stat_add(s, c, USLAB_STAT_ALLOC_BULK, nr);
 	return nr;
-fail:
-	/* nothing stays allocated: count what was taken, then give it back */
-	if (c)
-		stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
-	uslab_cache_free_bulk(s, i, objs);
-	stat_add(s, c, USLAB_STAT_ALLOC_FAILED, 1);
-	for (size_t j = 0; j < nr; j++)
-		objs[j] = NULL;
-	errno = ENOMEM;
-	return 0;
 }
 
-/* The run of objects of one slab being chained by free_bulk. */
-struct run {
-	struct slab *slab;
-	uintptr_t first, span;   /* the slab's objects: [first, first + span) */
-	void *head, *tail;
-	unsigned cnt;
-	bool own;                /* a slab this CPU keeps frozen: objects may go to the magazine */
-};
+/* Classic: objects of the CPU slab onto the CPU free list, the rest to
+ * their slabs in groups. objs[] holds checked objects, no NULL. */
+static void classic_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+{
+	void *chunk[64];
+	unsigned k = 0;
+	void *head = NULL, *tail = NULL;
+	unsigned cnt = 0;
+	const uintptr_t base = c->slab_base, span = c->slab_span;
+	void *const cfree = c->freelist;
+	for (size_t i = 0; i < nr; i++) {
+		void *x = objs[i];
+		if ((uintptr_t)x - base < span) {
+			if (unlikely(x == head || x == cfree))
+				slab_bad_free(s, c->slab, x, "double free");
+			set_freepointer(s, x, head);
+			if (!head)
+				tail = x;
+			head = x;
+			cnt++;
+			continue;
+		}
+		chunk[k++] = x;
+		if (k == 64) {
+			slab_free_objects(s, c, chunk, k, TUNE(s, cpu_partial) != 0);
+			k = 0;
+		}
+	}
+	if (k)
+		slab_free_objects(s, c, chunk, k, TUNE(s, cpu_partial) != 0);
+	if (cnt) {
+		set_freepointer(s, tail, c->freelist);
+		c->freelist = head;
+		cpu_count(&c->fl_in, cnt);
+	}
+}
 
 void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 {
@@ -100,93 +151,41 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		report_fatal("free_bulk of %zu objects to a NULL cache", nr);
 	struct uslab_cache *named = s;
 	s = cache_root(s);
-	struct cpu_cache *c = s->debug ? NULL : cpu_this(s);
-	if (!s->debug && (!c || c->cache != s))
-		c = cpu_get(s);   /* NULL for exiting threads: no CPU slab to use */
-	if (c && !c->mag) {
-		int e = errno;   /* free keeps errno */
-		struct slab *blk = page_alloc(0);
-		c->mag = blk ? page_address(blk) : NULL;
-		errno = e;
-	}
-	/* Objects of the CPU's own slabs go to the magazine while it has room;
-	 * then objects of the CPU slab go to one chain, put on the CPU free
-	 * list at the end, and runs of objects of one other slab go back with
-	 * one CAS each (objects from alloc_bulk come in runs). Each object gets
-	 * the checks of a single free, but only the first of a run a
-	 * descriptor lookup. */
-	struct run r = { 0 };
-	void *cpu_head = NULL, *cpu_tail = NULL;
-	unsigned cpu_cnt = 0, nulls = 0;   /* nulls: entries not to count here (NULL, or counted by debug_free) */
-	/* the CPU part's fields in locals: the stores below could alias c */
-	const uintptr_t cbase = c ? c->slab_base : 0, cspan = c ? c->slab_span : 0;
-	void *const cfree = c ? c->freelist : NULL;
-	struct slab *const cslab = c ? c->slab : NULL;
-	struct cpu_mag *const mag = c ? c->mag : NULL;
-	unsigned magn = c ? c->magn : 0;
-	for (size_t i = 0; i < nr; i++) {
-		void *x = objs[i];
-		if (!x) {
-			nulls++;
-			continue;
-		}
-		uintptr_t off;
-		if ((off = (uintptr_t)x - cbase) < cspan && obj_offset_ok(s, off)) {
-			if (unlikely(x == cpu_head || x == cfree || (magn && x == mag->obj[magn - 1])))
-				slab_bad_free(named, cslab, x, "double free");
-			track_free(x, s->object_size);
-			if (mag && magn < CPU_MAG_MAX) {
-				mag->slab[magn] = cslab;
-				mag->obj[magn++] = x;
+	struct cpu_cache *c = bulk_cpu(s);
+	/* Check every object as a single free would, in chunks compacted of
+	 * NULLs; debug caches and CPU-less threads free one at a time. */
+	void *chunk[64];
+	size_t freed = 0;
+	for (size_t i = 0; i < nr;) {
+		unsigned k = 0;
+		for (; i < nr && k < 64; i++) {
+			void *x = objs[i];
+			if (!x)
 				continue;
-			}
-			set_freepointer(s, x, cpu_head);
-			if (!cpu_head)
-				cpu_tail = x;
-			cpu_head = x;
-			cpu_cnt++;
-			continue;
-		}
-		if (!r.slab || (off = (uintptr_t)x - r.first) >= r.span || !obj_offset_ok(s, off)) {
 			struct slab *slab = page_obj_slab(x);
 			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
 				slab_bad_free(named, slab, x, "invalid free");
-			if (s->debug) {   /* one at a time, through every debug check (which counts it) */
-				debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
-				nulls++;
+			if (!c) {
+				if (s->debug) {   /* through every debug check, which counts it */
+					slab_debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
+					continue;
+				}
+				track_free(x, s->object_size);
+				slab_free_chain(s, NULL, slab, x, x, 1, false);
+				freed++;
 				continue;
 			}
-			if (r.cnt)
-				slab_free_run(s, c, r.slab, r.head, r.tail, r.cnt);
-			r = (struct run){ slab, (uintptr_t)slab_first(s, slab), (uintptr_t)slab->objects * s->size, NULL,
-					  NULL, 0, c && atomic_load_explicit(&slab->owner, memory_order_relaxed) == c };
+			track_free(x, s->object_size);
+			chunk[k++] = x;
 		}
-		if (unlikely(x == r.tail || (magn && x == mag->obj[magn - 1])))
-			slab_bad_free(named, r.slab, x, "double free");
-		track_free(x, s->object_size);
-		if (r.own && mag && magn < CPU_MAG_MAX) {
-			mag->slab[magn] = r.slab;
-			mag->obj[magn++] = x;
+		if (!k)
 			continue;
-		}
-		if (r.cnt)
-			set_freepointer(s, r.tail, x);
+		if (c->sheaf_cap)
+			sheaf_free_bulk(s, c, k, chunk);
 		else
-			r.head = x;
-		r.tail = x;
-		r.cnt++;
+			classic_free_bulk(s, c, k, chunk);
+		freed += k;
 	}
-	if (c)
-		c->magn = magn;
-	if (r.cnt)
-		slab_free_run(s, c, r.slab, r.head, r.tail, r.cnt);
-	if (cpu_cnt) {
-		set_freepointer(s, cpu_tail, c->freelist);
-		c->freelist = cpu_head;
-		cpu_count(&c->fl_in, cpu_cnt);
-	}
-	if (c && magn)
-		c->own_run_freed = true;   /* the CPU frees its own objects (slab.c: park_wanted) */
-	if (nr - nulls)
-		stat_add(s, c, USLAB_STAT_FREE_BULK, nr - nulls);
+	if (freed)
+		stat_add(s, c, USLAB_STAT_FREE_BULK, freed);
 }

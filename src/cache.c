@@ -19,7 +19,6 @@ struct uslab_cache *cache_list;
 struct uslab_cache cache_cache;            /* struct uslab_cache */
 struct uslab_cache cache_cpu_cache;        /* struct cpu_cache */
 struct uslab_cache cache_thread_cache;     /* struct cpu_thread */
-struct uslab_cache cache_queue_cache;      /* struct cpu_queue */
 
 static uint64_t id_map[CACHE_ID_MAX / 64]; /* ids in use (cache_mutex) */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -130,28 +129,34 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 	return 0;
 }
 
-/* cpu_partial: free objects a CPU partial list may hold (as the 2011
- * thread's pobjects check, counted exactly for the CPU's own frees). */
-static void set_cpu_partial(struct uslab_cache *s, unsigned objects)
+/* The default sheaf capacity: a sheaf fills its storage bucket (8-byte
+ * pointers after a 24-byte header: 13, 29, 61 in 128, 256, 512 bytes), and
+ * big objects get small sheaves (at most 32 KiB of objects each, at least
+ * one object), so that what a thread keeps (two sheaves per cache it used)
+ * stays small. */
+static unsigned sheaf_default_capacity(unsigned size)
 {
-	TUNE_SET(s, cpu_partial, objects);
+	if (size <= 2048)
+		return size <= 128 ? 61 : size <= 512 ? 29 : 13;
+	return MAX(2U, MIN(6U, 32768U / size));
 }
 
 /* Defaults of the kernel's set_cpu_partial() (the sizes of today's kernel,
- * which raised the 2011 thread's 2/6/13/30) and set_min_partial(), and a
- * CPU queue of about two pages of objects. */
+ * which raised the 2011 thread's 2/6/13/30) and set_min_partial(); the
+ * barn's bounds as the kernel's (10 full, 10 empty). */
 static void cache_tunables(struct uslab_cache *s)
 {
 	unsigned size = s->size;
 	unsigned cp = size >= PAGE_SIZE ? 6 : size >= 1024 ? 24 : size >= 256 ? 52 : 120;
 	if (opt.cpu_partial >= 0)
 		cp = (unsigned)opt.cpu_partial;
-	set_cpu_partial(s, cp);
+	TUNE_SET(s, cpu_partial, cp);
 	unsigned long mp = fls_u(s->size * oo_objects(cache_oo(s))) / 2;   /* ilog2(slab bytes) / 2 */
 	TUNE_SET(s, min_partial, MAX(5UL, MIN(10UL, mp)));
-	TUNE_SET(s, queue_cap, (unsigned)MAX(8UL, MIN((unsigned long)CPU_QUEUE_MAX, 2 * PAGE_SIZE / s->size)));
-	if (s->debug)
-		TUNE_SET(s, queue_cap, 0);   /* debug caches keep no objects per CPU */
+	unsigned sc = opt.sheaf_capacity >= 0 ? (unsigned)opt.sheaf_capacity : sheaf_default_capacity(size);
+	TUNE_SET(s, sheaf_capacity, s->debug || s->internal ? 0 : sc);   /* debug caches: no sheaves */
+	TUNE_SET(s, barn_full_max, opt.barn_full >= 0 ? (unsigned)opt.barn_full : 10U);
+	TUNE_SET(s, barn_empty_max, opt.barn_empty >= 0 ? (unsigned)opt.barn_empty : 10U);
 }
 
 static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(void *))
@@ -159,8 +164,10 @@ static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(vo
 	size_t n = strlen(name);
 	memcpy(s->name, name, n + 1);
 	s->ctor = ctor;
+	s->real = s;
 	s->fp_key = (uintptr_t)os_random();
 	pthread_mutex_init(&s->node.list_lock, NULL);
+	sheaf_init_cache(s);
 }
 
 static void internal_cache(struct uslab_cache *s, const char *name, size_t size, size_t align)
@@ -181,7 +188,12 @@ static void init_once_fn(void)
 	/* line-aligned: the fast paths' fields share one line */
 	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", sizeof(struct cpu_cache), _Alignof(struct cpu_cache));
 	internal_cache(&cache_thread_cache, "uslab_thread", sizeof(struct cpu_thread), 0);
-	internal_cache(&cache_queue_cache, "uslab_cpu_queue", sizeof(struct cpu_queue), 0);
+	static const char *const sheaf_names[SHEAF_CACHES] = {
+		"uslab_sheaf_128", "uslab_sheaf_256", "uslab_sheaf_512",
+		"uslab_sheaf_1024", "uslab_sheaf_2048", "uslab_sheaf_4096",
+	};
+	for (unsigned k = 0; k < SHEAF_CACHES; k++)
+		internal_cache(&cache_sheaf_cache[k], sheaf_names[k], 128U << k, 64);
 }
 
 void cache_init(void)
@@ -262,6 +274,7 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 	if (root) {
 		/* An alias: what the fast paths read comes from the root. */
 		s->root = root;
+		s->real = root;
 		s->id = root->id;
 		s->size = root->size;
 		s->offset = root->offset;
@@ -302,6 +315,7 @@ static void cache_put_locked(struct uslab_cache *s, struct uslab_cache *named)
 	if (--s->refs)
 		return;
 	cpu_orphan_all(s);
+	sheaf_flush_barn(s);
 	unsigned long live = slab_count_live(s);
 	if (live) {
 		s->refs = 1;   /* left in place, usable, as the kernel does */
@@ -322,6 +336,7 @@ static void cache_put_locked(struct uslab_cache *s, struct uslab_cache *named)
 	slab_shrink_node(s);
 	debug_cache_release(s);
 	pthread_mutex_destroy(&s->node.list_lock);
+	pthread_mutex_destroy(&s->node.barn.lock);
 	slab_free_nocpu(&cache_cache, s);
 }
 
@@ -349,8 +364,9 @@ int uslab_cache_shrink(struct uslab_cache *s)
 {
 	s = cache_root(s);
 	struct cpu_cache *c = cpu_this(s);
-	if (c && c->cache == s)
+	if (c->cache == s)
 		slab_flush_cpu(s, c);
+	sheaf_flush_barn(s);
 	slab_shrink_node(s);
 	page_release_all();
 	return atomic_load_explicit(&s->node.nr_slabs, memory_order_relaxed) != 0;
@@ -361,29 +377,43 @@ size_t uslab_cache_size(const struct uslab_cache *s) { return s->object_size; }
 
 /* ---- tunables ------------------------------------------------------------ */
 
+/* The tunables, declared once: name, field, largest value. */
+#define TUNABLES(X) \
+	X("sheaf_capacity", sheaf_capacity, SHEAF_MAX_CAPACITY) \
+	X("barn_full",      barn_full_max,  BARN_MAX_SHEAVES) \
+	X("barn_empty",     barn_empty_max, BARN_MAX_SHEAVES) \
+	X("cpu_partial",    cpu_partial,    65535) \
+	X("min_partial",    min_partial,    1024)
+
+bool cache_tune_known(const char *name, size_t n)
+{
+#define X(nm, field, hi) if (n == sizeof(nm) - 1 && !memcmp(name, nm, n)) return true;
+	TUNABLES(X)
+#undef X
+	return n == 5 && !memcmp(name, "order", 5);
+}
+
 int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v)
 {
-	if (!strcmp(name, "cpu_partial")) {
-		if (v > 65535)
-			return -1;
-		set_cpu_partial(s, (unsigned)v);
-	} else if (!strcmp(name, "min_partial")) {
-		if (v > 1024)
-			return -1;
-		TUNE_SET(s, min_partial, v);
-	} else if (!strcmp(name, "order")) {
+	if (!strcmp(name, "order")) {
 		/* any order that holds an object, up to the largest block */
 		if (v < s->min_order || v > PAGE_MAX_ORDER)
 			return -1;
 		set_order(s, (unsigned)v);
-	} else if (!strcmp(name, "cpu_queue")) {
-		if (v > CPU_QUEUE_MAX || (v && s->debug))
-			return -1;
-		TUNE_SET(s, queue_cap, (unsigned)v);
-	} else {
-		return -1;
+		return 0;
 	}
-	return 0;
+	if (!strcmp(name, "sheaf_capacity") && v && s->debug)
+		return -1;   /* debug caches keep no objects per CPU */
+#define X(nm, field, hi) \
+	if (!strcmp(name, nm)) { \
+		if (v > (hi)) \
+			return -1; \
+		TUNE_SET(s, field, v); \
+		return 0; \
+	}
+	TUNABLES(X)
+#undef X
+	return -1;
 }
 
 int uslab_cache_tune_set(struct uslab_cache *s, const char *name, unsigned long value)
@@ -400,17 +430,17 @@ int uslab_cache_tune_get(struct uslab_cache *s, const char *name, unsigned long 
 	if (!s || !name || !value)
 		goto inval;
 	s = cache_root(s);
-	if (!strcmp(name, "cpu_partial"))
-		*value = TUNE(s, cpu_partial);
-	else if (!strcmp(name, "min_partial"))
-		*value = TUNE(s, min_partial);
-	else if (!strcmp(name, "order"))
+	if (!strcmp(name, "order")) {
 		*value = oo_order(cache_oo(s));
-	else if (!strcmp(name, "cpu_queue"))
-		*value = TUNE(s, queue_cap);
-	else
-		goto inval;
-	return 0;
+		return 0;
+	}
+#define X(nm, field, hi) \
+	if (!strcmp(name, nm)) { \
+		*value = TUNE(s, field); \
+		return 0; \
+	}
+	TUNABLES(X)
+#undef X
 inval:
 	errno = EINVAL;
 	return -1;

@@ -3,12 +3,13 @@
  * U call-site tracking, T tracing; full-object validation; reports in the
  * kernel's shape; the free-list order shuffle of slab_freelist_random.
  *
- * A debug cache never gives its CPU parts a slab or a queue, so its every
- * allocation and free comes here (slab_alloc_slow/slab_free_slow), as the
- * kernel sends debug caches to its slow paths. Here every operation runs
- * under the node list_lock: the object's debug state (red zones, poison,
- * tracks) changes only under that lock, so validation, which holds it too,
- * always sees objects in a consistent state.
+ * A debug cache has no CPU parts (no sheaves, no CPU slab), so its every
+ * allocation and free takes slab.c's node-locked path (slab_debug_alloc,
+ * slab_debug_free), as the kernel sends debug caches to its slow paths.
+ * That path owns the slab word; it calls the hooks here, under the node
+ * list_lock, to check an object and to change its debug state (red zones,
+ * poison, tracks), so validation, which holds the lock too, always sees
+ * objects in a consistent state.
  *
  * Object layout of a debug cache (offsets from the object pointer):
  *
@@ -216,7 +217,7 @@ static void object_report(struct uslab_cache *s, struct slab *slab, void *x, con
 
 /* After an object report: abort with the one-line summary every uslab
  * misuse report ends with, or with report_continue leak the object. */
-static void report_done(struct uslab_cache *s, const void *x, const char *bug)
+void debug_report_done(struct uslab_cache *s, const void *x, const char *bug)
 {
 	if (!opt.report_continue) {
 		report_line("FIX %s: aborting (USLAB_OPTIONS=report_continue reports and leaks instead)", s->name);
@@ -294,95 +295,59 @@ static const char *alloc_checks(struct uslab_cache *s, struct slab *slab, void *
 	return bug;
 }
 
-void *debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as, size_t asked)
+const char *debug_alloc_hook(struct uslab_cache *s, struct slab *slab, void *x, size_t asked, void *caller)
 {
-	struct node *n = &s->node;
-	for (;;) {
-		pthread_mutex_lock(&n->list_lock);
-		stat_inc(s, NULL, USLAB_STAT_NODE_LOCK);
-		struct slab *slab = n->partial_head;
-		if (!slab) {
-			pthread_mutex_unlock(&n->list_lock);   /* not held across the page allocator */
-			slab = slab_new(s, NULL, NULL);
-			if (!slab) {
-				stat_inc(s, NULL, USLAB_STAT_ALLOC_FAILED);
-				errno = ENOMEM;
-				return NULL;
-			}
-			stat_inc(s, NULL, USLAB_STAT_ALLOC_SLAB);
-			pthread_mutex_lock(&n->list_lock);
-			add_partial_locked(n, slab, false);
-		}
-		uint64_t fc = atomic_load_explicit(&slab->fc, memory_order_acquire);
-		void *x = fc_freelist(fc, slab);
-		void *next = get_freepointer(s, x);
-		if (next && (page_obj_slab(next) != slab || !slab_obj_valid(s, slab, next)))
-			slab_bad_freelist(s, x, next);
-		/* every change to a debug slab's word happens under list_lock */
-		atomic_store_explicit(&slab->fc, fc_make(next, fc_inuse(fc) + 1, false), memory_order_release);
-		if (!next)
-			remove_partial_locked(n, slab);   /* full: on no list */
-		track_alloc(x, s->object_size);   /* it is being handed out: the checks read it */
-		const char *bug = alloc_checks(s, slab, x);
-		if (bug) {
-			/* With report_continue the bad object stays allocated
-			 * (leaked): make it look allocated to validation, and
-			 * count it, so that active_objects includes it. */
-			if (s->debug & DBG_Z) {
-				*(size_t *)((char *)x + s->orig_off) = s->object_size;
-				set_redzones(s, x, RED_ACTIVE);
-			}
-			pthread_mutex_unlock(&n->list_lock);
-			report_done(s, x, bug);
-			stat_inc(s, NULL, counted_as);
-			continue;   /* take another */
-		}
+	const char *bug = alloc_checks(s, slab, x);
+	if (bug) {
+		/* With report_continue the bad object stays allocated (leaked):
+		 * make it look allocated to validation. */
 		if (s->debug & DBG_Z) {
-			/* kmalloc: the class's slack past the size asked for is red zone */
-			*(size_t *)((char *)x + s->orig_off) = asked && asked < s->object_size ? asked : s->object_size;
+			*(size_t *)((char *)x + s->orig_off) = s->object_size;
 			set_redzones(s, x, RED_ACTIVE);
 		}
-		if (s->debug & DBG_U)
-			set_track(s, x, false, caller);
-		if (s->debug & DBG_T)
-			report_line("TRACE %s alloc %p inuse=%u fp=%p caller=%p", s->name, x, fc_inuse(fc) + 1, next,
-				    caller);
-		pthread_mutex_unlock(&n->list_lock);
-		stat_inc(s, NULL, counted_as);
-		return x;
+		return bug;
 	}
+	if (s->debug & DBG_Z) {
+		/* kmalloc: the class's slack past the size asked for is red zone */
+		*(size_t *)((char *)x + s->orig_off) = asked && asked < s->object_size ? asked : s->object_size;
+		set_redzones(s, x, RED_ACTIVE);
+	}
+	if (s->debug & DBG_U)
+		set_track(s, x, false, caller);
+	if (s->debug & DBG_T) {
+		uint64_t fc = atomic_load_explicit(&slab->fc, memory_order_relaxed);
+		report_line("TRACE %s alloc %p inuse=%u fp=%p caller=%p", s->name, x, fc_inuse(fc),
+			    fc_freelist(fc, slab), caller);
+	}
+	return NULL;
 }
 
-void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller, enum uslab_stat_item counted_as)
+const char *debug_free_hook(struct uslab_cache *s, struct slab *slab, void *x, void *caller)
 {
-	struct node *n = &s->node;
-	pthread_mutex_lock(&n->list_lock);
-	stat_inc(s, NULL, USLAB_STAT_NODE_LOCK);
 	const unsigned char *bad;
 	const char *bug = NULL;
 	bool corrupt;
 	static const char double_free[] = "Object already free (double free)";
+	uint64_t fc = atomic_load_explicit(&slab->fc, memory_order_acquire);
 	if ((s->debug & DBG_Z) && !find_not((char *)x - s->red_left_pad, RED_INACTIVE, s->red_left_pad) &&
 	    !check_redzones(s, x, RED_INACTIVE)) {
 		object_report(s, slab, x, bug = double_free, NULL, 0);
-		goto bad;
+		return bug;
 	}
 	if ((s->debug & DBG_F) && on_freelist(s, slab, x, &corrupt)) {
 		bug = corrupt ? "Freelist corrupt" : double_free;
 		if (!corrupt)
 			object_report(s, slab, x, bug, NULL, 0);
-		goto bad;
+		return bug;
 	}
 	if ((s->debug & DBG_Z) && (bad = check_redzones(s, x, RED_ACTIVE))) {
 		bug = bad < (const unsigned char *)x ? "Left Redzone overwritten" : "Right Redzone overwritten";
 		object_report(s, slab, x, bug, bad, RED_ACTIVE);
-		goto bad;
+		return bug;
 	}
-	uint64_t fc = atomic_load_explicit(&slab->fc, memory_order_acquire);
-	void *prior = fc_freelist(fc, slab);
-	if (prior == x) {
+	if (fc_freelist(fc, slab) == x || !fc_inuse(fc)) {
 		object_report(s, slab, x, bug = double_free, NULL, 0);
-		goto bad;
+		return bug;
 	}
 	if (s->debug & DBG_U)
 		set_track(s, x, true, caller);
@@ -394,25 +359,7 @@ void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller,
 		set_redzones(s, x, RED_INACTIVE);
 	if (s->debug & DBG_T)
 		report_line("TRACE %s free %p inuse=%u caller=%p", s->name, x, fc_inuse(fc) - 1, caller);
-	set_freepointer(s, x, prior);
-	unsigned inuse = fc_inuse(fc) - 1;
-	atomic_store_explicit(&slab->fc, fc_make(x, inuse, false), memory_order_release);
-	if (!prior)
-		add_partial_locked(n, slab, true);   /* was full */
-	bool discard = !inuse && atomic_load_explicit(&n->nr_partial, memory_order_relaxed) > TUNE(s, min_partial);
-	if (discard)
-		remove_partial_locked(n, slab);
-	track_free(x, s->object_size);
-	pthread_mutex_unlock(&n->list_lock);
-	stat_inc(s, NULL, counted_as);
-	if (discard)
-		slab_discard(s, NULL, slab);
-	return;
-bad:
-	pthread_mutex_unlock(&n->list_lock);
-	report_done(s, x, bug);
-	/* report_continue: the object is left as it is (leaked, still counted
-	 * as allocated); a second free of it changes nothing */
+	return NULL;
 }
 
 void debug_set_orig_size(struct uslab_cache *s, void *x, size_t size)

@@ -3,8 +3,10 @@
  * show_stats table at exit. The file format and protocol are described in
  * export.h; this is the writer.
  *
- * Cost. The fast paths know nothing of the export. The allocation slow path
- * calls export_poll() when export_active is set, and export_poll() is one
+ * Cost. The fast paths know nothing of the export. While it is on, export
+ * registers export_poll() as the slab core's slow-path hook
+ * (slab_slow_hook: the core never calls up into the export by name), and
+ * export_poll() is one
  * relaxed load of the shared `req` word compared with the last value served
  * (`seen`): both lines are only read until a reader asks. Then one thread
  * (the `busy` flag) refreshes the snapshot under cache_mutex, taken with
@@ -39,7 +41,15 @@
 #include <time.h>
 #include <unistd.h>
 
-_Atomic bool export_active;
+static _Atomic bool export_active;
+static void export_poll(void);
+
+/* Turn the export (and with it the slow-path hook) on or off. */
+static void set_active(bool on)
+{
+	atomic_store_explicit(&slab_slow_hook, on ? export_poll : NULL, memory_order_relaxed);
+	atomic_store_explicit(&export_active, on, on ? memory_order_release : memory_order_relaxed);
+}
 
 #define EXPORT_INITIAL_RECORDS 32
 
@@ -355,7 +365,7 @@ static void export_service(bool force)
 	if (atomic_load_explicit(&exp.restart, memory_order_relaxed)) {
 		atomic_store_explicit(&exp.restart, false, memory_order_relaxed);
 		if (!export_start()) {
-			atomic_store_explicit(&export_active, false, memory_order_relaxed);
+			set_active(false);
 			goto out;
 		}
 	}
@@ -377,7 +387,7 @@ out:
 }
 
 /* The slow-path hook: nothing due is one relaxed load and a compare. */
-void export_poll(void)
+static void export_poll(void)
 {
 	_Atomic uint64_t *w = atomic_load_explicit(&exp.req_word, memory_order_relaxed);
 	if (likely(atomic_load_explicit(w, memory_order_relaxed) ==
@@ -422,7 +432,7 @@ void export_init(void)
 		pthread_atfork(NULL, NULL, export_atfork_child);
 		exp.atfork_done = true;
 	}
-	atomic_store_explicit(&export_active, true, memory_order_release);
+	set_active(true);
 }
 
 const char *uslab_export_path(void)
@@ -460,7 +470,7 @@ __attribute__((destructor)) static void stats_at_exit(void)
 		uslab_stats_print_fd(2);
 	if (!atomic_load_explicit(&export_active, memory_order_acquire) || !exp.hdr || exp.pid != (int)getpid())
 		return;
-	atomic_store_explicit(&export_active, false, memory_order_relaxed);
+	set_active(false);
 	/* Wait (bounded) for a thread that is serving; then serve ourselves. */
 	for (int i = 0; i < 1000 && atomic_exchange_explicit(&exp.busy, true, memory_order_acquire); i++) {
 		struct timespec ts = { 0, 100000 };

@@ -188,27 +188,17 @@ void fork_get_stats(struct fork_stats *st)
 static unsigned cache_locks(struct uslab_cache *s, pthread_mutex_t *out[CACHE_LOCKS_MAX])
 {
 	out[0] = &s->node.list_lock;
-#ifdef SHEAF_CACHES
 	out[1] = &s->node.barn.lock;   /* a leaf: after the list lock */
 	return 2;
-#else
-	return 1;
-#endif
 }
 
 /* uslab's own metadata caches (cache.c), which are not on cache_list. */
 static struct uslab_cache *const internal_caches[] = {
 	&cache_cache, &cache_cpu_cache, &cache_thread_cache,
-#ifdef SHEAF_CACHES
 	&cache_sheaf_cache[0], &cache_sheaf_cache[1], &cache_sheaf_cache[2],
 	&cache_sheaf_cache[3], &cache_sheaf_cache[4], &cache_sheaf_cache[5],
-#else
-	&cache_queue_cache,   /* (the per-CPU layer before sheaves) */
-#endif
 };
-#ifdef SHEAF_CACHES
 _Static_assert(SHEAF_CACHES == 6, "every sheaf storage cache is listed above");
-#endif
 
 typedef bool (*lock_fn)(pthread_mutex_t *m);   /* false: stop the walk */
 

@@ -298,8 +298,9 @@ unsigned long kmalloc_shrink_all(void)
 	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++) {
 		struct uslab_cache *s = kmalloc_caches[i];
 		struct cpu_cache *c = cpu_this(s);
-		if (c && c->cache == s)
+		if (c->cache == s)
 			slab_flush_cpu(s, c);
+		sheaf_flush_barn(s);
 		freed += slab_shrink_node(s);
 	}
 	return freed;

@@ -44,11 +44,27 @@ static inline unsigned kmalloc_index(size_t size)
  * call (creates the caches), large and huge sizes, impossible sizes. */
 USLAB_HIDDEN void *kmalloc_slow(size_t size);
 
-/* The malloc fast path: a table lookup, then the cache's alloc fast path. */
-static inline void *kmalloc(size_t size)
+/*
+ * The malloc fast path: size -> class (a table lookup), class -> this
+ * thread's CPU part (cpu_tls.kparts, one load from TLS), part -> main
+ * sheaf's top. Dependent loads: kparts (in parallel with the class table),
+ * the part, the part's count and array (one line), the object pointer.
+ * The part starts as cpu_empty (count 0): its first use, classic mode's
+ * free list and the class caches' creation go through kmalloc_slow().
+ */
+static inline __attribute__((always_inline)) void *kmalloc(size_t size)
 {
 	if (likely(size <= KMALLOC_MAX_SIZE)) {
-		struct uslab_cache *s = kmalloc_caches[kmalloc_index(size)];
+		unsigned i = kmalloc_index(size);
+		struct cpu_cache *c = cpu_tls.kparts[i];
+		uint32_t n = c->n;
+		if (likely(n)) {
+			void *x = c->objs[n - 1];
+			cpu_set_n(c, n - 1);
+			track_alloc(x, kmalloc_caches[i]->object_size);
+			return x;
+		}
+		struct uslab_cache *s = kmalloc_caches[i];
 		if (likely(s != NULL))
 			return slab_alloc_fast_sized(s, size);
 	}
@@ -132,9 +148,6 @@ struct large_info {
 	uint64_t huge_max_blocks, huge_max_bytes;   /* high-water marks */
 };
 USLAB_HIDDEN void large_get_info(struct large_info *li);
-/* fork: hold and release large.c's lock (called by malloc.c's handlers). */
-USLAB_HIDDEN void large_fork_prepare(void);
-USLAB_HIDDEN void large_fork_release(void);
 
 /* ---- malloc.c: the family with its C semantics, shared by the uslab_*
  * API and the libc names in override.c ----------------------------------- */

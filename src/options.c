@@ -19,6 +19,9 @@
 struct uslab_opts opt = {
 	.max_order = SLUB_MAX_ORDER_DEFAULT,
 	.cpu_partial = -1,
+	.sheaf_capacity = -1,
+	.barn_full = -1,
+	.barn_empty = -1,
 };
 
 /* X(name, alias, kind, field, max): kind FLAG sets field to 1 and takes
@@ -29,6 +32,9 @@ struct uslab_opts opt = {
 	X("slub_min_order",   "slab_min_order",   UINT, min_order,   PAGE_MAX_ORDER) \
 	X("slub_min_objects", "slab_min_objects", UINT, min_objects, SLAB_MAX_OBJECTS) \
 	X("slub_cpu_partial", "slab_cpu_partial", UINT, cpu_partial, 65535) \
+	X("slub_sheaf_capacity", "slab_sheaf_capacity", UINT, sheaf_capacity, SHEAF_MAX_CAPACITY) \
+	X("slub_barn_full",   "slab_barn_full",   UINT, barn_full,   BARN_MAX_SHEAVES) \
+	X("slub_barn_empty",  "slab_barn_empty",  UINT, barn_empty,  BARN_MAX_SHEAVES) \
 	X("show_stats",       "show_stats",       FLAG, show_stats,  1) \
 	X("export",           "export",           FLAG, export_stats, 1) \
 	X("report_continue",  "report_continue",  FLAG, report_continue, 1) \
@@ -138,9 +144,9 @@ static void parse_token(const char *tok, size_t n)
 			warn(tok, n, "expected NAME:key=value");
 			return;
 		}
-		if (!streq_n(colon + 1, keylen, "cpu_partial") && !streq_n(colon + 1, keylen, "min_partial") &&
-		    !streq_n(colon + 1, keylen, "order") && !streq_n(colon + 1, keylen, "cpu_queue")) {
-			warn(tok, n, "unknown cache tunable (cpu_partial, min_partial, order, cpu_queue)");
+		if (!cache_tune_known(colon + 1, keylen)) {
+			warn(tok, n, "unknown cache tunable (sheaf_capacity, barn_full, barn_empty, cpu_partial, "
+				     "min_partial, order)");
 			return;
 		}
 		if (nr_cache_opts == CACHE_OPTS_MAX) {

@@ -48,29 +48,15 @@ struct slab {
 	struct uslab_cache *cache;  /* slab: owning cache; NULL otherwise */
 	struct slab *next;          /* head: node/CPU partial list or free-list link */
 	struct slab *prev;          /* head: node partial list or free-list back link */
-	uint16_t _unused;
-	uint16_t acct;              /* slab on a CPU partial list: its free objects counted
-	                             * in the part's partial_free (owner only) */
 	uint16_t objects;           /* slab: object slots */
 	_Atomic uint8_t kind;       /* head: enum page_kind; atomic: the page allocator reads a
 	                             * buddy's kind while its owner may change it (BUSY<->SLAB) */
 	uint8_t order;              /* head: block order */
 	uint8_t on_node;            /* slab: on the node partial list (node list_lock) */
-	union {
-		uint8_t dirty;      /* free block: has pages not yet given back to the OS */
-		uint8_t ostate;     /* slab, frozen: its owner's OS_* flags (owner only) */
-	};
-	uint16_t local_cnt;         /* slab: objects on `local` */
-	uint32_t local_tail;        /* slab: last object on `local`, as its offset in the segment */
-	union {
-		uint64_t free_time; /* free block: when freed (ms, os_now_ms) */
-		/* slab, frozen: objects its owner freed to it, owner-only (no
-		 * atomics); spliced into the free list when the owner takes the
-		 * slab or unfreezes it. NULL otherwise. */
-		void *local;
-	};
-	void *_Atomic owner;        /* slab: the CPU part that froze it, NULL when not frozen
-	                             * (set after freezing, cleared before unfreezing) */
+	uint8_t dirty;              /* free block: has pages not yet given back to the OS */
+	uint16_t pfree;             /* slab on a classic CPU partial list: the free objects it
+	                             * was counted with there (owner only) */
+	uint64_t free_time;         /* free block: when freed (ms, os_now_ms) */
 } __attribute__((aligned(CACHE_LINE)));
 _Static_assert(sizeof(struct slab) == CACHE_LINE, "one descriptor per cache line");
 
@@ -148,9 +134,6 @@ USLAB_HIDDEN void page_release_all(void);
  * into the page allocator). */
 USLAB_HIDDEN void page_for_each_slab(void (*fn)(struct slab *d, void *arg), void *arg);
 
-/* fork.c: hold the page allocator's locks across fork(). */
-USLAB_HIDDEN void page_fork_prepare(void);
-USLAB_HIDDEN void page_fork_release(void);
 
 struct page_info {
 	uint64_t segments;      /* segments mapped */

@@ -1,7 +1,20 @@
 /*
- * The SLUB core's types: caches, the node part, the CPU part, and the
- * free-list/counter word of a slab. Shared by slab.c, cache.c, cpu_tls.c,
- * stats.c.
+ * The slab layer's types: caches, the node part (partial list and barn),
+ * the CPU part (sheaves, or the classic CPU slab), sheaves, and the slab
+ * word. Shared by slab.c (the core), sheaf.c (sheaves and barn),
+ * cpu_slab.c (classic mode), cpu_tls.c, bulk.c, cache.c, stats.c, debug.c.
+ *
+ * Two per-CPU modes, chosen per cache by its sheaf_capacity tunable:
+ *   sheaves (capacity > 0, the default): the CPU part holds two arrays of
+ *     object pointers, main and spare; alloc pops main, free pushes onto it,
+ *     neither touches the object or its slab (the 2010 queuing thread, as
+ *     Linux 7.0 does it). sheaf.c.
+ *   classic (capacity 0): SLUB as of the 2011 per-CPU partial lists thread:
+ *     a CPU slab whose free list the CPU pops and pushes, a CPU partial list
+ *     bounded by cpu_partial, lockless frees by CAS on the slab word.
+ *     cpu_slab.c. The reference mode for the experiments.
+ * Debug caches have neither: every operation takes the node-locked slab
+ * path in slab.c, with debug.c's hooks.
  */
 #ifndef USLAB_SLAB_H
 #define USLAB_SLAB_H
@@ -16,27 +29,22 @@
 #define SLAB_MAX_OBJECTS   32767   /* per slab, as the kernel's MAX_OBJS_PER_PAGE */
 #define SLUB_MAX_ORDER_DEFAULT 3   /* PAGE_ALLOC_COSTLY_ORDER */
 #define CACHE_ID_MAX       65536   /* live caches at once */
-#define CPU_QUEUE_MAX      64      /* objects a CPU object queue can hold */
+#define SHEAF_MAX_CAPACITY 509     /* largest sheaf_capacity (a sheaf is then one page) */
+#define BARN_MAX_SHEAVES   1024    /* largest barn bound */
 
 /* ---- the slab word: free list, inuse, frozen -------------------------- */
 /*
  * SLUB changes a slab's free-list head and its counters together with a
  * double-word cmpxchg. Here they fit one 64-bit word: the head as its byte
  * offset in the segment (0 = empty list; offset 0 is the segment header and
- * never an object), inuse, and frozen (the slab belongs to some CPU part and
- * only that CPU allocates from it or moves it between lists).
+ * never an object), inuse, and frozen (classic mode: the slab is some CPU
+ * part's CPU slab or on its CPU partial list, and only that CPU allocates
+ * from it or moves it between lists). Sheaves never freeze slabs.
  */
 #define FC_OFF_BITS    22
 #define FC_INUSE_SHIFT 22
 #define FC_INUSE_MASK  0xffffULL
 #define FC_FROZEN      (1ULL << 38)
-/* Parked slabs (full, kept frozen by their CPU, see slab.c): the owner
- * sets PARKED to hear of the next free by another thread; that free clears
- * it and sets NOTIFYING while it hands its objects to the owner. PARKED
- * implies an empty list. */
-#define FC_PARKED      (1ULL << 39)
-#define FC_NOTIFYING   (1ULL << 40)
-#define FC_FLAGS       (FC_FROZEN | FC_PARKED | FC_NOTIFYING)
 
 static inline void *fc_freelist(uint64_t fc, const struct slab *slab)
 {
@@ -45,30 +53,47 @@ static inline void *fc_freelist(uint64_t fc, const struct slab *slab)
 }
 static inline unsigned fc_inuse(uint64_t fc) { return (unsigned)((fc >> FC_INUSE_SHIFT) & FC_INUSE_MASK); }
 static inline bool fc_frozen(uint64_t fc) { return fc & FC_FROZEN; }
-static inline uint64_t fc_flags(uint64_t fc) { return fc & FC_FLAGS; }
-/* A word with the given list, inuse and FC_* flags. */
-static inline uint64_t fc_set(const void *freelist, unsigned inuse, uint64_t flags)
-{
-	uint64_t off = freelist ? (uintptr_t)freelist & SEG_MASK : 0;
-	return off | ((uint64_t)inuse << FC_INUSE_SHIFT) | flags;
-}
+/* A word with the given list, inuse and frozen bit. Every caller computes
+ * inuse from a checked count (0 .. objects), so it never spills into the
+ * frozen bit. */
 static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen)
 {
-	return fc_set(freelist, inuse, frozen ? FC_FROZEN : 0);
+	uint64_t off = freelist ? (uintptr_t)freelist & SEG_MASK : 0;
+	return off | ((uint64_t)(inuse & FC_INUSE_MASK) << FC_INUSE_SHIFT) | (frozen ? FC_FROZEN : 0);
 }
 
-/* A CPU part parks its exhausted slabs while its park_score is below this
- * (slab.c: park_wanted); a new part starts at it, so it parks once it is
- * seen freeing its own objects. */
-#define PARK_REMOTE 3
-
-/* Owner-side flags of a frozen slab (slab->ostate, owner only; slab.c). */
-#define OS_FULL  0x1   /* parked: on the owner's full list */
-#define OS_ARMED 0x2   /* the owner set FC_PARKED and has not seen it cleared since */
-#define OS_FOREIGN 0x4 /* on the CPU partial list by a free, not allocated from yet */
-#define OS_EMPTY   0x8 /* on the CPU partial list, emptied by the owner's frees (counted in nempty) */
+/* ---- sheaves ---------------------------------------------------------- */
+/*
+ * A sheaf: an array of object pointers. A CPU part's `main` sheaf is where
+ * its allocations pop and its frees push; `spare` is a second one to swap
+ * with; the barn keeps more of them per cache. A sheaf that is main keeps
+ * its count in the CPU part (c->n), its `size` is stale meanwhile.
+ */
+struct sheaf {
+	struct sheaf *next;        /* barn list link */
+	uint32_t size;             /* objects held (not while main: see c->n) */
+	uint32_t cap;              /* entries in objects[] */
+	void *guard;               /* always NULL: it is objects[-1], so that the free
+	                            * fast path can compare with objects[n - 1] at n 0 */
+	void *objects[];
+};
 
 /* ---- the node part (one node: user space has no NUMA placement yet) ----- */
+/*
+ * The barn: full and empty sheaves that CPU parts trade their own for.
+ * Frees by threads that did not allocate (consumers) fill sheaves that
+ * travel back to allocating threads (producers) through it, whole.
+ */
+struct barn {
+	/* lock protects: both lists (via sheaf->next) and the counts. A leaf
+	 * lock: nothing else is taken while it is held (sheaves are flushed and
+	 * freed after it is released). */
+	pthread_mutex_t lock;
+	struct sheaf *full, *empty;
+	_Atomic unsigned nr_full, nr_empty;   /* written under lock, peeked without */
+	_Atomic unsigned long objects;        /* objects in the full sheaves (statistics) */
+};
+
 struct node {
 	/* list_lock protects: the partial list, nr_partial, slab->on_node and
 	 * slab->next/prev of listed slabs. Taken before any slab CAS (lock
@@ -78,66 +103,54 @@ struct node {
 	_Atomic unsigned long nr_partial; /* slabs on the partial list (written under list_lock, peeked without) */
 	_Atomic long nr_slabs;          /* slabs of the cache that exist */
 	_Atomic long total_objects;     /* object slots in those slabs */
+	struct barn barn;
 };
 
 /* ---- the CPU part: one per thread and cache (kmem_cache_cpu) ---------- */
 struct cpu_cache {
-	/* first cache line (the struct is line-aligned): everything the fast
-	 * paths touch */
-	void *freelist;                 /* objects of `slab` this CPU may take */
-	uintptr_t slab_base;            /* first object of `slab` (0 without a slab) */
-	uintptr_t slab_span;            /* bytes of object slots in `slab` (0 without) */
-	/* Free objects on the CPU partial list, as far as this CPU knows: those
-	 * of each slab when it came onto the list, and our own frees to it
-	 * since (other threads' frees to its slabs are not seen). Above
-	 * partial_limit (cpu_partial more than the last drain kept), the
-	 * list is drained (slab.c). */
-	unsigned partial_free, partial_limit;
+	/* First cache line (the struct is line-aligned): everything the fast
+	 * paths touch, for both modes. */
+	void **objs;                    /* sheaves: main's objects[] */
+	uint32_t n;                     /* sheaves: objects in main; owner writes, others read (relaxed) */
+	uint32_t cap;                   /* sheaves: main's capacity; 0 in classic mode, so the
+	                                 * free fast path never pushes there */
+	void *freelist;                 /* classic: objects of `slab` this CPU may take */
+	uintptr_t slab_base;            /* classic: first object of `slab` (0 without a slab) */
+	uintptr_t slab_span;            /* classic: bytes of object slots in `slab` (0 without) */
+	/* Frees on the fast paths, counted there (owner-only load+store, read
+	 * relaxed by others): FREE_PCS (sheaf pushes) and FREE_FASTPATH (CPU
+	 * free list). The matching allocations are not counted on the fast
+	 * path but derived, see stats.c. */
+	_Atomic uint64_t free_pcs, free_fast;
+
+	/* The rest: slow paths. */
+	struct sheaf *main, *spare;     /* sheaves: main (objs/n mirror it), spare (or NULL) */
+	_Atomic uint32_t spare_n;       /* sheaves: objects in spare (statistics) */
+	uint32_t sheaf_cap;             /* the capacity this part runs with; 0: classic */
+	/* Objects the slow paths put into main and spare, less those they
+	 * took out other than by the fast path: with free_pcs, what the
+	 * derived ALLOC_PCS starts from. fl_in: the same for the classic free
+	 * list (ALLOC_FASTPATH). */
+	_Atomic uint64_t sh_in, fl_in;
+	struct slab *slab;              /* classic: the CPU slab (frozen), or NULL */
+	/* classic: the CPU partial list (frozen slabs, via slab->next), and
+	 * the free objects they held when they were put there (the 2011
+	 * thread's pobjects), bounded by cpu_partial. */
+	struct slab *partial;
+	unsigned partial_free;
 	/* Event counters. Only the owning thread writes them, with relaxed
-	 * load+store (no read-modify-write); readers sum them. FREE_FASTPATH
-	 * (index 2) is on the first line with freelist. ALLOC_FASTPATH is not
-	 * counted on the fast path (a second counter there costs a quarter of
-	 * the alloc+free pair): it is derived as fl_in + FREE_FASTPATH - (objects
-	 * now on freelist), see stats.c. */
+	 * load+store (no read-modify-write); readers sum them. */
 	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
-	_Atomic uint64_t fl_in;         /* objects the slow path put on freelist, less those it took off */
-	unsigned qn;                    /* objects in queue */
-	struct slab *slab;              /* the CPU slab (frozen), or NULL */
-	/* CPU partial list (frozen slabs), via slab->next/prev: first in,
-	 * first out, so that a slab a free just froze (often with one free
-	 * object) gathers more frees before allocation comes back to it */
-	struct slab *partial, *partial_tail;
-	unsigned nforeign;              /* slabs on it that are OS_FOREIGN */
-	unsigned nempty;                /* slabs on it that are OS_EMPTY */
-	/* Parked slabs: full slabs this CPU keeps frozen, via slab->next/prev
-	 * (owner only), and the objects other threads freed to them first,
-	 * handed over here (pushed by any thread, taken by the owner). */
-	struct slab *full, *full_tail;
-	int park_score;                 /* who frees to parked slabs first (slab.c); parks below PARK_REMOTE */
-	uint64_t park_ff;               /* FREE_FASTPATH at the last refill */
-	bool own_run_freed;             /* a run of frees to the CPU slab since */
-	void *_Atomic delayed;
 	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
 	struct cpu_thread *thread;      /* the thread this part belongs to */
 	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
-	struct cpu_queue *queue;
-	struct cpu_mag *mag;            /* bulk magazine (bulk.c), one page */
-	unsigned magn;                  /* objects in it */
 } __attribute__((aligned(CACHE_LINE)));
-_Static_assert(offsetof(struct cpu_cache, stat[USLAB_STAT_FREE_FASTPATH + 1]) <= CACHE_LINE,
-	       "the fast paths' fields share the first line");
+_Static_assert(offsetof(struct cpu_cache, free_fast) + 8 <= CACHE_LINE, "the fast paths' fields share the first line");
 
-/* A CPU part's bulk magazine (bulk.c): one page. */
-#define CPU_MAG_MAX 256
-struct cpu_mag {
-	void *obj[CPU_MAG_MAX];
-	struct slab *slab[CPU_MAG_MAX];   /* the slab of each object */
-};
-
-struct cpu_queue {
-	void *obj[CPU_QUEUE_MAX];
-	struct slab *slab[CPU_QUEUE_MAX];  /* the slab of each queued object */
-};
+/* Where every thread's CPU part pointers start: n 0, cap 0, no free list
+ * and no slab, so each fast path falls to its slow path without a NULL
+ * test. Never written. */
+extern struct cpu_cache cpu_empty USLAB_HIDDEN;
 
 /* ---- a cache (kmem_cache) ---------------------------------------------- */
 struct uslab_cache {
@@ -145,20 +158,21 @@ struct uslab_cache {
 	unsigned id;               /* index in each thread's CPU part array */
 	unsigned size;             /* stride of objects in a slab: object, free pointer, padding */
 	unsigned offset;           /* free pointer's offset in a free object */
-	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
 	unsigned object_size;      /* size given at creation */
+	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
+	struct uslab_cache *real;  /* the cache whose slabs hold the objects: root, or itself */
+	uintptr_t fp_key;          /* random key of free pointer obfuscation */
 	unsigned align;            /* effective alignment */
 	/* preferred order << 16 | objects per slab of that order, in one word
 	 * so that the order tunable changes both at once (kmem_cache's oo) */
 	_Atomic uint32_t oo;
 	uint8_t min_order;         /* fallback order: smallest that holds an object */
 	uint16_t min_objects;      /* objects in a slab of `min_order` */
-	uintptr_t fp_key;          /* random key of free pointer obfuscation */
 	unsigned long flags;
 	void (*ctor)(void *);
-	/* slub_debug (debug.c). Debug caches never get a CPU slab or queue, so
-	 * every operation takes the slow path, as in the kernel; other caches'
-	 * fast paths do not look at these fields. */
+	/* slub_debug (debug.c). Debug caches have no CPU parts: every operation
+	 * takes the node-locked slab path, as in the kernel; other caches' fast
+	 * paths do not look at these fields. */
 	unsigned debug;            /* DBG_* letters on */
 	unsigned red_left_pad;     /* bytes before each object (Z); 0 otherwise */
 	unsigned meta_off;         /* from the object: right red zone end = free pointer (debug) */
@@ -169,9 +183,11 @@ struct uslab_cache {
 	/* Tunables: written by setters, read without locks by the slow paths
 	 * (relaxed atomics: a stale value for one operation is harmless, as in
 	 * SLUB's sysfs tunables). */
-	_Atomic unsigned cpu_partial;       /* free objects kept on CPU partial lists; 0 = none */
+	_Atomic unsigned sheaf_capacity;    /* objects per sheaf; 0 = classic mode */
+	_Atomic unsigned barn_full_max;     /* full sheaves the barn keeps */
+	_Atomic unsigned barn_empty_max;    /* empty sheaves the barn keeps */
+	_Atomic unsigned cpu_partial;       /* classic: free objects kept on CPU partial lists; 0 = none */
 	_Atomic unsigned long min_partial;  /* empty slabs kept on the node list */
-	_Atomic unsigned queue_cap;         /* CPU object queue length; 0 = plain SLUB frees */
 
 	struct node node;
 	struct cpu_cache *cpu_list;            /* CPU parts (cache_mutex) */
@@ -202,7 +218,7 @@ static inline uint32_t cache_oo(const struct uslab_cache *s)
 /* The real cache behind s (s itself unless s is an alias). */
 static inline struct uslab_cache *cache_root(struct uslab_cache *s)
 {
-	return s->root ? s->root : s;
+	return s->real;
 }
 
 /* ---- per-object helpers ----------------------------------------------- */
@@ -256,6 +272,16 @@ static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab
 	return off < ((uintptr_t)slab->objects * s->size) && obj_offset_ok(s, off);
 }
 
+/* Is x an object of a live slab of cache s (a real cache without debug
+ * padding: red_left_pad 0)? The sheaf free path's check: kind, cache and
+ * object boundary, all from the descriptor's line and s's first line. */
+static inline bool slab_owns(const struct uslab_cache *s, const struct slab *slab, const void *x)
+{
+	uintptr_t off = (uintptr_t)x - (uintptr_t)page_address(slab);
+	return likely(slab->cache == s) && likely(page_kind(slab) == PK_SLAB) &&
+	       likely(off < (uintptr_t)slab->objects * s->size) && likely(obj_offset_ok(s, off));
+}
+
 /* Make `slab` (or none) the CPU slab of c, with the range the free fast
  * path checks pointers against. */
 static inline void cpu_set_slab(const struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
@@ -286,14 +312,6 @@ static inline void cpu_count(_Atomic uint64_t *ctr, uint64_t n)
 
 /* Count an event on a CPU part (owner only), or on the cache when there is
  * no CPU part. */
-static inline void stat_inc(struct uslab_cache *s, struct cpu_cache *c, enum uslab_stat_item i)
-{
-	if (likely(c))
-		cpu_count(&c->stat[i], 1);
-	else
-		atomic_fetch_add_explicit(&s->stat_gone[i], 1, memory_order_relaxed);
-}
-
 static inline void stat_add(struct uslab_cache *s, struct cpu_cache *c, enum uslab_stat_item i, uint64_t n)
 {
 	if (likely(c))
@@ -301,65 +319,126 @@ static inline void stat_add(struct uslab_cache *s, struct cpu_cache *c, enum usl
 	else
 		atomic_fetch_add_explicit(&s->stat_gone[i], n, memory_order_relaxed);
 }
+static inline void stat_inc(struct uslab_cache *s, struct cpu_cache *c, enum uslab_stat_item i)
+{
+	stat_add(s, c, i, 1);
+}
 
-/* ---- slab.c ----------------------------------------------------------- */
-/* `caller`: the return address of the API call, for slub_debug's U and T. */
+/* main's count: the owner stores it with a relaxed store (a plain mov),
+ * statistics readers load it relaxed. */
+static inline void cpu_set_n(struct cpu_cache *c, uint32_t n)
+{
+	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
+}
+
+/* ---- slab.c: the slab core ------------------------------------------------ */
+USLAB_HIDDEN _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const void *x, const char *why);
+/* Every allocation and free that the fast paths do not finish. `caller`:
+ * the return address of the API call, for slub_debug's U and T; `asked`:
+ * the size a kmalloc caller wants (0: the object size), for debug caches. */
 USLAB_HIDDEN void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked);
 USLAB_HIDDEN void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c,
 				 void *caller);
-/* Fill c->freelist (CPU slab from CPU partial list, node list or a new
- * slab); false when no memory can be had. */
-USLAB_HIDDEN bool slab_refill_cpu(struct uslab_cache *s, struct cpu_cache *c);
-/* Free the chain head..tail of cnt objects of one slab that is not c's CPU
- * slab: one CAS, list moves as needed. c may be NULL. */
+/* Debug caches: every operation under the node lock, through debug.c's
+ * hooks; `counted_as` is the event a success counts (ALLOC/FREE_SLOWPATH,
+ * or _BULK). x is checked to be an object of s. */
+USLAB_HIDDEN void *slab_debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as,
+				    size_t asked);
+USLAB_HIDDEN void slab_debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller,
+				  enum uslab_stat_item counted_as);
+/* Allocate/free without a CPU part (metadata caches, exiting threads). */
+USLAB_HIDDEN void *slab_alloc_nocpu(struct uslab_cache *s);
+USLAB_HIDDEN void slab_free_nocpu(struct uslab_cache *s, void *x);
+/* Take up to `want` (>= 1) objects off slabs into objs[]: node partial
+ * slabs first, several in one lock hold, then at most one new slab.
+ * Returns how many (0: no memory). c may be NULL (for the counters). */
+USLAB_HIDDEN unsigned slab_take_objects(struct uslab_cache *s, struct cpu_cache *c, void **objs, unsigned want);
+/* Free n objects (checked, of cache s) to their slabs, grouped by slab:
+ * one CAS per slab, the node lock (one hold) only for slabs that change
+ * list. `freeze`: classic part c may freeze full slabs onto its partial
+ * list (SLUB); sheaves never do. */
+USLAB_HIDDEN void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, unsigned n,
+				    bool freeze);
+/* Free the chain head..tail of cnt objects of one slab: one CAS, the node
+ * lock if the slab changes list. `freeze` as above. */
 USLAB_HIDDEN void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
-				  void *tail, unsigned cnt);
-/* Free the chain head..tail of cnt objects of one slab (validated, of
- * cache s): onto c's CPU free list for its CPU slab, onto the slab's
- * owner-local list if c keeps it frozen, else slab_free_chain(). */
-USLAB_HIDDEN void slab_free_run(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
-				void *tail, unsigned cnt);
-/* Free n objects (validated, of cache s) whose slabs are in `slabs`: one
- * CAS per group of objects of one slab; CPU slab objects go to c->freelist. */
-USLAB_HIDDEN void slab_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs,
-				 struct slab *const *slabs, unsigned n);
-/* A new slab with all objects on one list: for CPU part c (frozen, the
- * list in *chain) or, with chain NULL, unfrozen with the list in the slab. */
+				  void *tail, unsigned cnt, bool freeze);
+/* A new slab with all objects on one list: frozen for classic part c (the
+ * list in *chain, inuse = objects) or, with chain NULL, unfrozen with the
+ * list in the slab (inuse 0). */
 USLAB_HIDDEN struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain);
 USLAB_HIDDEN void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab);
 /* node partial list; list_lock held */
 USLAB_HIDDEN void add_partial_locked(struct node *n, struct slab *slab, bool tail);
 USLAB_HIDDEN void remove_partial_locked(struct node *n, struct slab *slab);
-/* Allocate/free without a CPU part (metadata caches, exiting threads). */
-USLAB_HIDDEN void *slab_alloc_nocpu(struct uslab_cache *s);
-USLAB_HIDDEN void slab_free_nocpu(struct uslab_cache *s, void *x);
-/* Give a CPU part's slabs back to the node (owner, or cache_mutex holder
- * when the owner cannot be running on this cache). */
+USLAB_HIDDEN void slab_node_lock(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN void slab_node_unlock(struct uslab_cache *s);
+/* One process thread: the slab word needs no lock prefix (slab.c). */
+USLAB_HIDDEN bool slab_cas(struct slab *slab, uint64_t *old, uint64_t new);
+/* Give a CPU part's objects and slabs back (owner, or cache_mutex holder
+ * when the owner cannot be running on this cache): sheaves or classic. */
 USLAB_HIDDEN void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c);
-/* Free every empty slab on the node list (all=true: ignore min_partial).
- * Returns the number of slabs freed. */
+/* Free every empty slab on the node list. Returns the number freed. */
 USLAB_HIDDEN unsigned long slab_shrink_node(struct uslab_cache *s);
-/* Live objects, counted from the slabs; exact once no CPU part holds a slab. */
+/* Live objects, counted from the slabs; objects in sheaves and barns count
+ * as live (they are, to the slabs). */
 USLAB_HIDDEN unsigned long slab_count_live(struct uslab_cache *s);
-USLAB_HIDDEN _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const void *x, const char *why);
+/* A hook the allocation slow path calls when set (export.c registers it,
+ * so the core never calls up into the export by name). */
+extern void (*_Atomic slab_slow_hook)(void) USLAB_HIDDEN;
+
+/* ---- sheaf.c: sheaves and the barn ---------------------------------------- */
+/* The allocation/free slow paths of a part in sheaves mode: make room or
+ * objects in main, then do the operation. */
+USLAB_HIDDEN void *sheaf_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x);
+/* Give main and spare back (to the barn if they fit, else the slabs). */
+USLAB_HIDDEN void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn);
+/* Flush every sheaf in the barn to the slabs and free the sheaves. */
+USLAB_HIDDEN void sheaf_flush_barn(struct uslab_cache *s);
+/* Set up a part for sheaves of capacity cap (0: none). */
+USLAB_HIDDEN bool sheaf_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned cap);
+USLAB_HIDDEN void sheaf_init_cache(struct uslab_cache *s);
+USLAB_HIDDEN void sheaf_init(void);
+/* bulk through the sheaves (bulk.c calls them for parts in sheaves mode) */
+USLAB_HIDDEN size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+USLAB_HIDDEN void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+
+/* ---- cpu_slab.c: classic mode ----------------------------------------------- */
+/* Fill c->freelist (CPU slab from CPU partial list, node list or a new
+ * slab); false when no memory can be had. */
+USLAB_HIDDEN bool cpu_slab_refill(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN void *cpu_slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN void cpu_slab_free_slow(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *x);
+/* A free froze a full slab for c: put it on the CPU partial list, draining
+ * the list to the node first if it would hold more than cpu_partial. */
+USLAB_HIDDEN void cpu_slab_put_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab,
+				       unsigned nfree);
+/* Deactivate the CPU slab and unfreeze the CPU partial list. */
+USLAB_HIDDEN void cpu_slab_flush(struct uslab_cache *s, struct cpu_cache *c);
 
 /* ---- cpu_tls.c -------------------------------------------------------- */
 /* What a thread keeps beside its CPU parts. */
 #define CPU_INLINE_SLOTS 64
+#define KMALLOC_CLASSES_MAX 48   /* kmalloc.h's KMALLOC_NR_CLASSES */
 struct cpu_thread {
 	struct slab *slots_block;  /* page block holding the slots array, once it outgrew inline */
+	/* CPU parts by kmalloc class (&cpu_empty where none): malloc's fast
+	 * path reaches its part with one load from here */
+	struct cpu_cache *kparts[KMALLOC_CLASSES_MAX];
 	struct cpu_cache *inline_slots[CPU_INLINE_SLOTS]; /* the first slots, without a page */
 };
-/* The thread's only TLS: 88 bytes, initial-exec, so that the fast paths
- * reach their CPU part with one TLS access and no __tls_get_addr call.
- * (Small: a dlopen'ed libuslab.so takes it from glibc's static TLS
- * reserve.) */
+/* The thread's only TLS, initial-exec, so that the fast paths reach their
+ * CPU part with one TLS access and no __tls_get_addr call. Small (96
+ * bytes): a dlopen'ed libuslab.so takes it from glibc's static TLS
+ * reserve. Its initial image points at cpu_empty. */
 #define CPU_TLS_FAST 8
 struct cpu_tls {
 	/* the CPU parts of cache ids below CPU_TLS_FAST, as in slots[]: one
 	 * load less on the fast paths of the first caches made */
 	struct cpu_cache *fast[CPU_TLS_FAST];
-	struct cpu_cache **slots;  /* CPU parts indexed by cache id; NULL where none */
+	struct cpu_cache **kparts; /* this thread's CPU parts by kmalloc class */
+	struct cpu_cache **slots;  /* CPU parts indexed by cache id (&cpu_empty where none) */
 	unsigned nslots;           /* 0 until the thread's first slow path */
 	bool dead;                 /* exiting: no CPU parts any more */
 	bool creating;             /* setting up the thread: no CPU parts yet */
@@ -367,14 +446,18 @@ struct cpu_tls {
 };
 extern __thread struct cpu_tls cpu_tls USLAB_HIDDEN __attribute__((tls_model("initial-exec")));
 
-/* This thread's CPU part for s, or NULL. May be an orphan (c->cache != s)
- * whose freelist and slab are empty, so fast paths fall to the slow path. */
-static inline struct cpu_cache *cpu_this(const struct uslab_cache *s)
+/* This thread's CPU part for cache id `id`: never NULL (cpu_empty where
+ * there is none). May be an orphan (c->cache is not the cache) whose
+ * sheaf and free list are empty, so fast paths fall to the slow path. */
+static inline struct cpu_cache *cpu_this_id(unsigned id)
 {
-	unsigned id = s->id;
 	if (likely(id < CPU_TLS_FAST))
 		return cpu_tls.fast[id];
-	return likely(id < cpu_tls.nslots) ? cpu_tls.slots[id] : NULL;
+	return likely(id < cpu_tls.nslots) ? cpu_tls.slots[id] : &cpu_empty;
+}
+static inline struct cpu_cache *cpu_this(const struct uslab_cache *s)
+{
+	return cpu_this_id(s->id);
 }
 /* Get or create this thread's CPU part for s; NULL if none can be had. */
 USLAB_HIDDEN struct cpu_cache *cpu_get(struct uslab_cache *s);
@@ -388,6 +471,9 @@ struct uslab_opts {
 	unsigned min_order;    /* slub_min_order */
 	unsigned min_objects;  /* slub_min_objects; 0: grows with the CPU count */
 	int cpu_partial;       /* slub_cpu_partial; -1: per-size default */
+	int sheaf_capacity;    /* slub_sheaf_capacity; -1: per-size default, 0: classic mode */
+	int barn_full;         /* slub_barn_full; -1: default */
+	int barn_empty;        /* slub_barn_empty; -1: default */
 	bool show_stats;       /* show_stats: print the stats table at exit */
 	bool export_stats;     /* export: keep a stats file for uslabinfo */
 	bool report_continue;  /* report_continue: report, leak the object, go on */
@@ -403,11 +489,13 @@ USLAB_HIDDEN void options_apply_cache(struct uslab_cache *s);
 USLAB_HIDDEN bool options_names_cache(const char *name);
 /* cache.c: set a tunable by name; -1 if the name or value is invalid */
 USLAB_HIDDEN int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v);
+/* cache.c: is `name` (n bytes) a tunable's name? */
+USLAB_HIDDEN bool cache_tune_known(const char *name, size_t n);
 
 /* ---- fork.c ---------------------------------------------------------------- */
 USLAB_HIDDEN void fork_init(void);
 
-/* ---- debug.c: slub_debug ------------------------------------------------ */
+/* ---- debug.c: slub_debug, as hooks on slab.c's node-locked path ------------ */
 #define DBG_F 0x01   /* consistency checks */
 #define DBG_Z 0x02   /* red zones */
 #define DBG_P 0x04   /* poisoning */
@@ -421,13 +509,21 @@ USLAB_HIDDEN unsigned debug_flags_for(const char *name, unsigned long flags);
 USLAB_HIDDEN size_t debug_layout(struct uslab_cache *s, size_t size, size_t align);
 /* Initialize a new slab's objects (red zones inactive, poison, no tracks). */
 USLAB_HIDDEN void debug_init_slab(struct uslab_cache *s, struct slab *slab);
-/* counted_as: the event a success counts (ALLOC/FREE_SLOWPATH, or _BULK) */
-USLAB_HIDDEN void *debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as,
-			       size_t asked);
+/* slab.c took x off its slab for an allocation (node lock held): check it
+ * and make it allocated (red zones, requested size, track, trace). Returns
+ * NULL, or the bug found (x is then leaked: the caller reports it with
+ * debug_report_done() after dropping the lock and takes another). */
+USLAB_HIDDEN const char *debug_alloc_hook(struct uslab_cache *s, struct slab *slab, void *x, size_t asked,
+					  void *caller);
+/* slab.c is about to free x to its slab (node lock held): check it and, if
+ * sound, make it free (track, poison, red zones, trace). Returns NULL, or
+ * the bug found (x is then left alone: the caller reports it after
+ * dropping the lock and does not free it). */
+USLAB_HIDDEN const char *debug_free_hook(struct uslab_cache *s, struct slab *slab, void *x, void *caller);
+/* Report a bug a hook found (aborts unless report_continue). No lock held. */
+USLAB_HIDDEN void debug_report_done(struct uslab_cache *s, const void *x, const char *bug);
 /* The size asked for object x (the object size if not known). */
 USLAB_HIDDEN size_t debug_obj_size(struct uslab_cache *s, void *x);
-USLAB_HIDDEN void debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller,
-			     enum uslab_stat_item counted_as);
 /* Check every object of every slab (debug caches), reporting each bad one
  * once; returns the number of problems. Node lock held by the caller. */
 USLAB_HIDDEN long debug_validate_locked(struct uslab_cache *s);
@@ -444,37 +540,38 @@ USLAB_HIDDEN void debug_random_seq(struct uslab_cache *s);
 USLAB_HIDDEN void debug_cache_release(struct uslab_cache *s);
 
 /* ---- export.c ------------------------------------------------------------- */
-/* Set while USLAB_OPTIONS=export is on; the slow paths then call
- * export_poll() to keep the exported statistics current and to apply
- * controls written by uslabinfo (by this process, on its own slow path). */
-extern _Atomic bool export_active USLAB_HIDDEN;
-USLAB_HIDDEN void export_poll(void);
 /* Issue 6 hook, called once from cache.c's init_once_fn() after
- * options_init(): starts the export when USLAB_OPTIONS has "export".
- * (show_stats and the export's final snapshot run from a destructor in
- * export.c, so nothing is registered with atexit, which may allocate.) */
+ * options_init(): starts the export when USLAB_OPTIONS has "export" (and
+ * then sets slab_slow_hook). show_stats and the export's final snapshot
+ * run from a destructor in export.c, so nothing is registered with atexit,
+ * which may allocate. */
 USLAB_HIDDEN void export_init(void);
 
 /* ---- the fast paths ------------------------------------------------------ */
 /* Shared by the cache API and the malloc family; each stays on one screen. */
 
-/* Pop the CPU free list: no lock, no atomic read-modify-write.
- * ALLOC_FASTPATH is derived, not counted (see above).
- * `asked`: the size the caller wants (kmalloc), or 0 for the whole object;
- * only debug caches use it (the rest of the object is red zone). */
+/* Pop main (sheaves), else the CPU free list (classic): no lock, no
+ * atomic read-modify-write. The allocation is not counted here (stats.c
+ * derives ALLOC_PCS and ALLOC_FASTPATH). `asked`: the size a kmalloc caller
+ * wants, or 0; only debug caches, which never get here, use it. */
 static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
 {
 	struct cpu_cache *c = cpu_this(s);
+	uint32_t n = c->n;
 	void *x;
-	if (likely(c != NULL)) {
-		if (likely((x = c->freelist) != NULL)) {
-			void *next = get_freepointer(s, x);
-			if (unlikely(!cpu_next_ok(c, next)))
-				return slab_freelist_corrupt(s, x, next);   /* a tail call: no frame here */
-			c->freelist = next;
-			track_alloc(x, s->object_size);
-			return x;
-		}
+	if (likely(n)) {
+		x = c->objs[n - 1];
+		cpu_set_n(c, n - 1);
+		track_alloc(x, s->object_size);
+		return x;
+	}
+	if ((x = c->freelist) != NULL) {
+		void *next = get_freepointer(s, x);
+		if (unlikely(!cpu_next_ok(c, next)))
+			return slab_freelist_corrupt(s, x, next);   /* a tail call: no frame here */
+		c->freelist = next;
+		track_alloc(x, s->object_size);
+		return x;
 	}
 	return slab_alloc_slow(s, c, __builtin_return_address(0), asked);
 }
@@ -484,58 +581,39 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
 	return slab_alloc_fast_sized(s, 0);
 }
 
-/*
- * The second fast free: x is in a slab on c's CPU partial list (frozen by
- * c, which only c unfreezes): onto that slab's owner-local list, no atomic.
- * Checks: the slab is c's, not parked and not the CPU slab (whose objects
- * go to the CPU free list); x is an object of it and not the local head;
- * the list is below its limit (else the slow path drains it); this free
- * does not empty the slab (the slow path may give it back). False: take
- * the slow path.
- */
-static inline __attribute__((always_inline)) bool slab_free_owned(struct uslab_cache *s, struct cpu_cache *c,
-								  struct slab *slab, void *x)
-{
-	if (atomic_load_explicit(&slab->owner, memory_order_relaxed) != c || (slab->ostate & OS_FULL) ||
-	    (uintptr_t)x - c->slab_base < c->slab_span || !slab_obj_valid(s, slab, x) || x == slab->local ||
-	    c->partial_free >= c->partial_limit ||
-	    fc_inuse(atomic_load_explicit(&slab->fc, memory_order_relaxed)) == slab->local_cnt + 1u)
-		return false;
-	track_free(x, s->object_size);
-	set_freepointer(s, x, slab->local);
-	if (!slab->local)
-		slab->local_tail = (uint32_t)((uintptr_t)x & SEG_MASK);
-	slab->local = x;
-	slab->local_cnt++;
-	slab->acct++;
-	c->partial_free++;
-	stat_inc(s, c, USLAB_STAT_FREE_FASTPATH);
-	return true;
-}
-
-/* Push to the CPU free list when x is in the CPU slab; the checks (inside
- * the slab, on an object boundary, not the list head) cost a subtraction,
- * a multiply and compares. Then slab_free_owned(). Everything else, every
+/* Push onto main when it has room and x is an object of the cache (kind,
+ * cache and boundary from the descriptor; not the object on top of main);
+ * else, in classic mode, onto the CPU free list when x is in the CPU slab
+ * (a range and boundary check, not the list head). Everything else, every
  * foreign pointer included, goes to the slow path, which checks it in
  * full. x != NULL. `slab`: x's descriptor if the caller has it, or NULL. */
 static inline __attribute__((always_inline)) void slab_free_fast_slab(struct uslab_cache *s, struct slab *slab,
 								   void *x)
 {
 	struct cpu_cache *c = cpu_this(s);
-	if (likely(c != NULL)) {
+	uint32_t n = c->n;
+	if (likely(n < c->cap)) {
+		if (!slab)
+			slab = page_obj_slab(x);
+		if (likely(slab_owns(s->real, slab, x)) && likely(x != c->objs[(int32_t)n - 1])) {
+			track_free(x, s->object_size);
+			c->objs[n] = x;
+			cpu_set_n(c, n + 1);
+			cpu_count(&c->free_pcs, 1);
+			return;
+		}
+	} else {
 		uintptr_t off = (uintptr_t)x - c->slab_base;
 		if (likely(off < c->slab_span) && likely(obj_offset_ok(s, off)) && likely(x != c->freelist)) {
 			track_free(x, s->object_size);
 			set_freepointer(s, x, c->freelist);
 			c->freelist = x;
-			stat_inc(s, c, USLAB_STAT_FREE_FASTPATH);
+			cpu_count(&c->free_fast, 1);
 			return;
 		}
 	}
 	if (!slab)
 		slab = page_obj_slab(x);
-	if (likely(c != NULL) && slab_free_owned(s, c, slab, x))
-		return;
 	slab_free_slow(s, slab, x, c, __builtin_return_address(0));
 }
 
@@ -545,20 +623,26 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 }
 
 /* ---- stats.c ---------------------------------------------------------- */
+/* The derived fast-path allocation counts of a CPU part (owner-exact; for
+ * another live thread, objects it holds count as allocated). */
 USLAB_HIDDEN uint64_t cpu_alloc_fastpath(struct cpu_cache *c);
+USLAB_HIDDEN uint64_t cpu_alloc_pcs(struct cpu_cache *c);
 /* Fill a current-version snapshot of `named` (an alias reports its root's
  * numbers). cache_mutex held. (Issue 6: used by export.c.) */
 USLAB_HIDDEN void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *info);
 
 /* ---- cache.c ---------------------------------------------------------- */
 /* cache_mutex protects: the cache list, cache ids, every cache's cpu_list,
- * and stat_gone folding. Lock order: cache_mutex -> node list_lock -> page. */
+ * and stat_gone folding. Lock order: cache_mutex -> node list_lock -> page;
+ * a barn lock is a leaf. */
 extern pthread_mutex_t cache_mutex USLAB_HIDDEN;
 extern struct uslab_cache *cache_list USLAB_HIDDEN;
 USLAB_HIDDEN void cache_init(void);
 extern struct uslab_cache cache_cache USLAB_HIDDEN;        /* struct uslab_cache */
 extern struct uslab_cache cache_cpu_cache USLAB_HIDDEN;    /* struct cpu_cache */
 extern struct uslab_cache cache_thread_cache USLAB_HIDDEN; /* struct cpu_thread */
-extern struct uslab_cache cache_queue_cache USLAB_HIDDEN;  /* struct cpu_queue */
+/* Sheaf storage: internal caches of 128 .. 4096 bytes (sheaf.c). */
+#define SHEAF_CACHES 6
+extern struct uslab_cache cache_sheaf_cache[SHEAF_CACHES] USLAB_HIDDEN;
 
 #endif

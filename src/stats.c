@@ -34,24 +34,35 @@ const char *uslab_stat_desc(enum uslab_stat_item i)
 }
 
 /*
- * Fast-path allocations of a CPU part: what went onto its free list or the
- * owner-local lists of its slabs (slow path refills less slow-path pops
- * and flushes, plus fast frees) less what is on them now. Only the owner can walk its list; another thread's list is
- * counted as allocated, as the kernel's slabinfo counts CPU slabs as full,
- * so such a sum runs ahead by at most one slab per live thread until that
- * thread's next slow path, flush or exit.
+ * Fast-path allocations are not counted on the fast paths (a counter there
+ * costs a quarter of an alloc+free pair): they are derived from what the
+ * slow paths and fast frees put in, less what is held now.
+ *
+ * ALLOC_FASTPATH (classic): objects put on the CPU free list (slow paths,
+ * fl_in, and fast frees) less those on it now. Only the owner can walk its
+ * list; another live thread's list counts as allocated (as the kernel's
+ * slabinfo counts CPU slabs as full), until that thread's next slow path,
+ * flush or exit.
+ *
+ * ALLOC_PCS (sheaves): objects put into main and spare (slow paths, sh_in,
+ * and fast frees) less those they hold now: exact for every thread, read
+ * relaxed (a moment old).
  */
 uint64_t cpu_alloc_fastpath(struct cpu_cache *c)
 {
 	uint64_t n = atomic_load_explicit(&c->fl_in, memory_order_relaxed) +
-		     atomic_load_explicit(&c->stat[USLAB_STAT_FREE_FASTPATH], memory_order_relaxed);
-	if (c->thread && c->thread == cpu_tls.thread) {
+		     atomic_load_explicit(&c->free_fast, memory_order_relaxed);
+	if (c->thread && c->thread == cpu_tls.thread)
 		for (void *p = c->freelist; p; p = get_freepointer(c->cache, p))
 			n--;
-		for (struct slab *slab = c->partial; slab; slab = slab->next)
-			n -= slab->local_cnt;   /* owner-local objects count as on the list */
-	}
 	return n;
+}
+
+uint64_t cpu_alloc_pcs(struct cpu_cache *c)
+{
+	return atomic_load_explicit(&c->sh_in, memory_order_relaxed) +
+	       atomic_load_explicit(&c->free_pcs, memory_order_relaxed) - __atomic_load_n(&c->n, __ATOMIC_RELAXED) -
+	       atomic_load_explicit(&c->spare_n, memory_order_relaxed);
 }
 
 static void sum_events_locked(struct uslab_cache *s, uint64_t *ev)
@@ -62,6 +73,9 @@ static void sum_events_locked(struct uslab_cache *s, uint64_t *ev)
 		for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 			ev[i] += atomic_load_explicit(&c->stat[i], memory_order_relaxed);
 		ev[USLAB_STAT_ALLOC_FASTPATH] += cpu_alloc_fastpath(c);
+		ev[USLAB_STAT_ALLOC_PCS] += cpu_alloc_pcs(c);
+		ev[USLAB_STAT_FREE_FASTPATH] += atomic_load_explicit(&c->free_fast, memory_order_relaxed);
+		ev[USLAB_STAT_FREE_PCS] += atomic_load_explicit(&c->free_pcs, memory_order_relaxed);
 	}
 }
 
@@ -92,7 +106,7 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 	info->partial_slabs = atomic_load_explicit(&s->node.nr_partial, memory_order_relaxed);
 	sum_events_locked(s, info->events);
 	const uint64_t *e = info->events;
-	uint64_t allocs = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_SLOWPATH] +
+	uint64_t allocs = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_PCS] + e[USLAB_STAT_ALLOC_SLOWPATH] +
 			  e[USLAB_STAT_ALLOC_BULK];
 	uint64_t frees = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_SLOWPATH] + e[USLAB_STAT_FREE_PCS] +
 			 e[USLAB_STAT_FREE_BULK];
@@ -100,15 +114,48 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 	/* Slabs of mixed orders (after a fallback) make this an estimate. */
 	uint64_t per = oo_objects(oo) ? oo_objects(oo) : 1;
 	info->slab_bytes = (info->total_objects + per - 1) / per * (PAGE_SIZE << oo_order(oo));
-	/* version 2. Another thread's c->slab is read without its owner's
-	 * knowledge: a relaxed load of an aligned pointer, never dereferenced,
-	 * so at worst the count is a moment old. */
-	for (struct cpu_cache *c = s->cpu_list; c; c = c->cnext)
+	/* version 2. Another thread's c->slab and sheaf counts are read
+	 * without its owner's knowledge: relaxed loads of aligned words, never
+	 * dereferenced, so at worst the numbers are a moment old. */
+	for (struct cpu_cache *c = s->cpu_list; c; c = c->cnext) {
 		if (__atomic_load_n(&c->slab, __ATOMIC_RELAXED))
 			info->cpu_slabs++;
-	info->cpu_queue = TUNE(s, queue_cap);
+		info->cpu_parts++;
+		info->sheaf_objects += __atomic_load_n(&c->n, __ATOMIC_RELAXED) +
+				       atomic_load_explicit(&c->spare_n, memory_order_relaxed);
+	}
+	info->cpu_queue = 0;
 	info->has_ctor = s->ctor != NULL;
+	/* version 3 */
+	info->sheaf_capacity = TUNE(s, sheaf_capacity);
+	info->barn_full_max = TUNE(s, barn_full_max);
+	info->barn_empty_max = TUNE(s, barn_empty_max);
+	/* the barn's counts together, under its lock (a leaf: fine under
+	 * cache_mutex) */
+	pthread_mutex_lock(&s->node.barn.lock);
+	info->barn_full = atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed);
+	info->barn_empty = atomic_load_explicit(&s->node.barn.nr_empty, memory_order_relaxed);
+	info->barn_objects = atomic_load_explicit(&s->node.barn.objects, memory_order_relaxed);
+	pthread_mutex_unlock(&s->node.barn.lock);
 }
+
+/* Versions 1 and 2: events[] had the first 30 stat items. */
+#define V2_EVENTS 30
+struct cache_info_v2 {
+	unsigned version;
+	char name[USLAB_NAME_MAX + 1];
+	char alias_of[USLAB_NAME_MAX + 1];
+	unsigned aliases;
+	unsigned long flags;
+	size_t object_size, slab_object_size, align;
+	unsigned order, min_order, objects_per_slab, cpu_partial, min_partial;
+	uint64_t slabs, partial_slabs, total_objects, active_objects, slab_bytes;
+	uint64_t events[V2_EVENTS];
+	uint64_t cpu_slabs;   /* version 2 from here */
+	unsigned cpu_queue, has_ctor;
+};
+_Static_assert(USLAB_NR_STAT_ITEMS <= USLAB_STAT_EVENTS_MAX, "room for every stat item");
+_Static_assert(USLAB_STAT_ALLOC_FAILED == V2_EVENTS - 1, "the first 30 stat items keep their places");
 
 int uslab_cache_get_info(struct uslab_cache *s, struct uslab_cache_info *info)
 {
@@ -121,10 +168,35 @@ int uslab_cache_get_info(struct uslab_cache *s, struct uslab_cache_info *info)
 	pthread_mutex_lock(&cache_mutex);
 	stats_fill_info_locked(s, &full);
 	pthread_mutex_unlock(&cache_mutex);
-	/* Version 1 ends with events[]: never write past it. */
-	size_t n = version == 1 ? offsetof(struct uslab_cache_info, cpu_slabs) : sizeof full;
-	full.version = version;
-	memcpy(info, &full, n);
+	if (version == USLAB_CACHE_INFO_VERSION) {
+		memcpy(info, &full, sizeof full);
+		return 0;
+	}
+	/* an older caller's layout: never written past its own fields */
+	struct cache_info_v2 old;
+	memset(&old, 0, sizeof old);
+	old.version = version;
+	memcpy(old.name, full.name, sizeof old.name);
+	memcpy(old.alias_of, full.alias_of, sizeof old.alias_of);
+	old.aliases = full.aliases;
+	old.flags = full.flags;
+	old.object_size = full.object_size;
+	old.slab_object_size = full.slab_object_size;
+	old.align = full.align;
+	old.order = full.order;
+	old.min_order = full.min_order;
+	old.objects_per_slab = full.objects_per_slab;
+	old.cpu_partial = full.cpu_partial;
+	old.min_partial = full.min_partial;
+	old.slabs = full.slabs;
+	old.partial_slabs = full.partial_slabs;
+	old.total_objects = full.total_objects;
+	old.active_objects = full.active_objects;
+	old.slab_bytes = full.slab_bytes;
+	memcpy(old.events, full.events, sizeof old.events);
+	old.cpu_slabs = full.cpu_slabs;
+	old.has_ctor = full.has_ctor;
+	memcpy(info, &old, version == 1 ? offsetof(struct cache_info_v2, cpu_slabs) : sizeof old);
 	return 0;
 }
 
@@ -233,7 +305,7 @@ static size_t stats_json_str(char *buf, size_t size, const char *s)
 /* Percentage of lock-free operations, in tenths. */
 static unsigned fast_pct10(const uint64_t *e)
 {
-	uint64_t fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_FREE_FASTPATH] +
+	uint64_t fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_ALLOC_PCS] +
 			e[USLAB_STAT_FREE_PCS];
 	uint64_t all = fast + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_FREE_SLOWPATH];
 	return all ? (unsigned)(fast * 1000 / all) : 0;
@@ -325,18 +397,22 @@ static void print_json(void (*write_fn)(void *, const char *), void *arg)
 		stats_json_str(q, sizeof q, info.name);
 		fmt_buf(line, sizeof line,
 			"%s{\"name\":%s,\"object_size\":%zu,\"slab_object_size\":%zu,\"align\":%zu,\"order\":%u,"
-			"\"min_order\":%u,\"objects_per_slab\":%u,\"cpu_partial\":%u,\"min_partial\":%u,\"cpu_queue\":%u,"
+			"\"min_order\":%u,\"objects_per_slab\":%u,\"cpu_partial\":%u,\"min_partial\":%u,"
+			"\"sheaf_capacity\":%u,\"barn_full_max\":%u,\"barn_empty_max\":%u,"
 			"\"aliases\":%u,\"flags\":%lu,\"ctor\":%s,",
 			first ? "" : ",", q, info.object_size, info.slab_object_size, info.align, info.order,
-			info.min_order, info.objects_per_slab, info.cpu_partial, info.min_partial, info.cpu_queue,
-			info.aliases, info.flags, info.has_ctor ? "true" : "false");
+			info.min_order, info.objects_per_slab, info.cpu_partial, info.min_partial, info.sheaf_capacity,
+			info.barn_full_max, info.barn_empty_max, info.aliases, info.flags, info.has_ctor ? "true" : "false");
 		write_fn(arg, line);
 		fmt_buf(line, sizeof line,
 			"\"slabs\":%llu,\"partial_slabs\":%llu,\"cpu_slabs\":%llu,\"total_objects\":%llu,"
-			"\"active_objects\":%llu,\"slab_bytes\":%llu,\"events\":{",
+			"\"active_objects\":%llu,\"slab_bytes\":%llu,\"cpu_parts\":%u,\"sheaf_objects\":%llu,"
+			"\"barn_full\":%llu,\"barn_empty\":%llu,\"barn_objects\":%llu,\"events\":{",
 			(unsigned long long)info.slabs, (unsigned long long)info.partial_slabs,
 			(unsigned long long)info.cpu_slabs, (unsigned long long)info.total_objects,
-			(unsigned long long)info.active_objects, (unsigned long long)info.slab_bytes);
+			(unsigned long long)info.active_objects, (unsigned long long)info.slab_bytes, info.cpu_parts,
+			(unsigned long long)info.sheaf_objects, (unsigned long long)info.barn_full,
+			(unsigned long long)info.barn_empty, (unsigned long long)info.barn_objects);
 		write_fn(arg, line);
 		for (unsigned k = 0; k < USLAB_NR_STAT_ITEMS; k++) {
 			fmt_buf(line, sizeof line, "%s\"%s\":%llu", k ? "," : "", stat_names[k],

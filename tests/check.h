@@ -394,13 +394,27 @@ static inline void rerun_without_slub_debug(char **argv, void (*debug_check)(voi
 
 static inline uint64_t ev_allocs(const struct uslab_cache_info *info)
 {
-	static const char *const names[] = { "ALLOC_FASTPATH", "ALLOC_SLOWPATH", "ALLOC_BULK", NULL };
+	static const char *const names[] = { "ALLOC_FASTPATH", "ALLOC_PCS", "ALLOC_SLOWPATH", "ALLOC_BULK", NULL };
 	return ev_sum_named(info, names);
 }
 
 static inline uint64_t ev_frees(const struct uslab_cache_info *info)
 {
 	static const char *const names[] = { "FREE_FASTPATH", "FREE_SLOWPATH", "FREE_PCS", "FREE_BULK", NULL };
+	return ev_sum_named(info, names);
+}
+
+/* Operations on the lock-free fast paths: a sheaf (PCS) or the CPU free
+ * list of classic mode (FASTPATH). */
+static inline uint64_t ev_fast_allocs(const struct uslab_cache_info *info)
+{
+	static const char *const names[] = { "ALLOC_FASTPATH", "ALLOC_PCS", NULL };
+	return ev_sum_named(info, names);
+}
+
+static inline uint64_t ev_fast_frees(const struct uslab_cache_info *info)
+{
+	static const char *const names[] = { "FREE_FASTPATH", "FREE_PCS", NULL };
 	return ev_sum_named(info, names);
 }
 

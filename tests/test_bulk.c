@@ -22,10 +22,11 @@
  *                   ENOMEM, and nothing left allocated (active_objects 0);
  *                   afterwards the cache works again (in a child process, so
  *                   that the page allocator starts empty)
- * magazine          objects free_bulk leaves in the CPU's bulk magazine come
- *                   back from alloc_bulk (after warm-up no new slab), keep
- *                   their contents, are never handed out twice, count as
- *                   freed, and go back to their slabs on shrink
+ * through_sheaves   sheaves mode: objects free_bulk leaves in the sheaves and
+ *                   the barn come back from alloc_bulk (after warm-up no new
+ *                   slab), keep their contents, are never handed out twice,
+ *                   count as freed, and go back to their slabs on shrink;
+ *                   classic mode: the same rounds, with SLUB's slab churn
  * misuse            free_bulk with a stack address, an interior pointer or
  *                   an object of another cache in the array dies with
  *                   "uslab: fatal:"
@@ -92,11 +93,11 @@ static void check_distinct(void **objs, size_t n, size_t align)
 
 static uint64_t ev(const struct uslab_cache_info *in, enum uslab_stat_item i) { return in->events[i]; }
 
-/* ---- the bulk magazine --------------------------------------------------------- */
+/* ---- bulk through the sheaves -------------------------------------------------- */
 
-static void magazine(void)
+static void through_sheaves(void)
 {
-	struct uslab_cache *c = mk("bulk-mag", 256);
+	struct uslab_cache *c = mk("bulk-sheaves", 256);
 	enum { N = 200 };
 	void *objs[N];
 	CHECK_EQ(uslab_cache_alloc_bulk(c, N, objs), N);
@@ -105,7 +106,7 @@ static void magazine(void)
 	uslab_cache_free_bulk(c, N, objs);
 	struct uslab_cache_info a = { .version = USLAB_CACHE_INFO_VERSION };
 	CHECK_EQ(uslab_cache_get_info(c, &a), 0);
-	CHECK_EQ(a.active_objects, 0);   /* magazine objects count as freed */
+	CHECK_EQ(a.active_objects, 0);   /* objects in sheaves count as freed */
 	uint64_t seed = 7;
 	for (int round = 0; round < 100; round++) {
 		if (round == 10)   /* from here on: steady state */
@@ -122,16 +123,15 @@ static void magazine(void)
 	printf("    rounds 11-100 of %d: ALLOC_SLAB +%llu, ALLOC_SLOWPATH +%llu\n", N,
 	       (unsigned long long)(ev(&b, USLAB_STAT_ALLOC_SLAB) - ev(&a, USLAB_STAT_ALLOC_SLAB)),
 	       (unsigned long long)(ev(&b, USLAB_STAT_ALLOC_SLOWPATH) - ev(&a, USLAB_STAT_ALLOC_SLOWPATH)));
-	if (!cache_debugged(&b))   /* debug caches have no magazine (every operation is checked) */
+	if (b.sheaf_capacity)   /* debug caches and classic mode have no sheaves */
 		CHECK_EQ(ev(&b, USLAB_STAT_ALLOC_SLAB), ev(&a, USLAB_STAT_ALLOC_SLAB));
 	CHECK_EQ(ev(&b, USLAB_STAT_ALLOC_BULK) - ev(&a, USLAB_STAT_ALLOC_BULK), 90ULL * N);
 	CHECK_EQ(ev(&b, USLAB_STAT_FREE_BULK) - ev(&a, USLAB_STAT_FREE_BULK), 90ULL * N);
 	CHECK_EQ(b.active_objects, 0);
-	/* a single allocation never takes a magazine object: it comes from a slab */
 	void *one = uslab_cache_alloc(c);
 	CHECK(one != NULL);
 	uslab_cache_free(c, one);
-	/* shrink flushes the magazine: every slab can go */
+	/* shrink flushes this thread's sheaves and the barn: every slab can go */
 	CHECK_EQ(uslab_cache_shrink(c), 0);
 	CHECK_EQ(uslab_cache_get_info(c, &b), 0);
 	CHECK_EQ(b.slabs, 0);
@@ -644,6 +644,6 @@ int main(void)
 	RUN(equals_single);
 	RUN(null_entries);
 	RUN(other_threads);
-	RUN(magazine);
+	RUN(through_sheaves);
 	return 0;
 }

@@ -565,7 +565,11 @@ static void corrupt_fp(void *arg)
 	CHECK_EQ(fp_off, c->offset);
 	char *keep = xalloc(c), *p = xalloc(c);
 	(void)keep;
-	uslab_cache_free(c, p);   /* p heads the CPU free list */
+	uslab_cache_free(c, p);
+	/* Shrink gives this thread's sheaf (or CPU slab) back: p goes onto
+	 * its slab's free list, which keeps the slab (keep is live). The next
+	 * refill walks that list. */
+	uslab_cache_shrink(c);
 	uint64_t garbage = rnd_next(&seed);
 	memcpy(p + fp_off, &garbage, sizeof garbage);
 	void *a = uslab_cache_alloc(c);

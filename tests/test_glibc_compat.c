@@ -367,9 +367,15 @@ static void obs_freed(char *o, size_t n, size_t size)
 	void *guard = malloc(100);   /* keeps glibc's block from merging into the top */
 	free(p);
 	size_t k = 0;
-	for (size_t i = 0; i < size; i++)
+	size_t d = 0;
+	for (size_t i = 0; i < size; i++) {
 		k += p[i] == 0xa5;
-	snprintf(o, n, "%s", k * 100 >= size * 98 ? "filled with 0xa5" : k ? "partly 0xa5" : "not filled");
+		d += p[i] == 0x6b;
+	}
+	if (d * 100 >= size * 98)   /* slub_debug=P poisons slab objects at free, after the perturb fill */
+		snprintf(o, n, "slub_debug poison 0x6b");
+	else
+		snprintf(o, n, "%s", k * 100 >= size * 98 ? "filled with 0xa5" : k ? "partly 0xa5" : "not filled");
 	free(guard);
 }
 static void r_perturb_free(char *o, size_t n) { obs_freed(o, n, 5000); }
@@ -565,7 +571,12 @@ static void table(void)
 	SAME("malloc(5000)", "all 0x5a", r_perturb_malloc);
 	SAME("memalign(64, 5000)", "all 0x5a", r_perturb_memalign);
 	SAME("calloc(1, 5000)", "all 0x00", r_perturb_calloc);
-	SAME("free(malloc(5000)), read after", "filled with 0xa5", r_perturb_free);
+	/* a kmalloc class: under slub_debug's P its poison is what a read after
+	 * free sees ("slub_debug" alone means FZPU) */
+	const char *dbg = getenv("USLAB_OPTIONS"), *sd = dbg ? strstr(dbg, "slub_debug") : NULL;
+	bool poisoned = sd && (sd[10] != '=' || strcspn(sd + 11, "P ,") < strcspn(sd + 11, " ,"));
+	row("free(malloc(5000)), read after", "filled with 0xa5",
+	    poisoned ? "slub_debug poison 0x6b" : "filled with 0xa5", r_perturb_free);
 	SAME("free(malloc(100000)), read after", "filled with 0xa5", r_perturb_free_large);
 	CHECK(mallopt(M_PERTURB, 0) == 1);
 	printf("  mallopt(param, v) for v = 1, 160, 161, -1\n");

@@ -220,7 +220,7 @@ static void per_cache(void)
 	unsigned long late_cp = tget(late, "cpu_partial");
 	CHECK(late_cp != 5);
 
-	parse_quiet("opt-pc:cpu_partial=77 opt-pc:min_partial=3 opt-pc:order=2 opt-pc:cpu_queue=5 opt-pc-late:cpu_partial=5");
+	parse_quiet("opt-pc:cpu_partial=77 opt-pc:min_partial=3 opt-pc:order=2 opt-pc:sheaf_capacity=5 opt-pc:barn_full=4 opt-pc-late:cpu_partial=5");
 	CHECK(memcmp(&saved, &opt, sizeof opt) == 0);   /* no process option changed */
 	/* an existing cache is not changed */
 	CHECK_EQ(tget(late, "cpu_partial"), late_cp);
@@ -229,7 +229,8 @@ static void per_cache(void)
 	CHECK_EQ(tget(c, "cpu_partial"), 77);
 	CHECK_EQ(tget(c, "min_partial"), 3);
 	CHECK_EQ(tget(c, "order"), 2);
-	CHECK_EQ(tget(c, "cpu_queue"), 5);
+	CHECK_EQ(tget(c, "sheaf_capacity"), 5);
+	CHECK_EQ(tget(c, "barn_full"), 4);
 	struct uslab_cache_info in;
 	cache_info(c, &in);
 	CHECK_EQ(in.order, 2);

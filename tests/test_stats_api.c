@@ -79,20 +79,34 @@ static void unit(void)
 	CHECK(info.active_objects == 1000);
 	CHECK(info.object_size == 200);
 	CHECK(info.slabs >= 1 && info.total_objects >= 1000);
-	CHECK(info.cpu_slabs == 1);   /* this thread holds one CPU slab of obs_a */
+	if (info.sheaf_capacity) {   /* this thread holds sheaves of obs_a */
+		CHECK(info.cpu_slabs == 0 && info.cpu_parts == 1);
+		CHECK(info.sheaf_objects <= 2 * info.sheaf_capacity);
+	} else {                     /* or, in classic mode, one CPU slab */
+		CHECK(info.cpu_slabs == 1);
+	}
 	CHECK(info.flags & USLAB_NO_MERGE);
 	CHECK(uslab_cache_get_info(b, &info) == 0 && info.active_objects == 200);
-	/* version 1 callers: nothing written past events[] */
+	/* version 1 and 2 callers: their layout (30 stat items), nothing
+	 * written past it */
+	CHECK(uslab_cache_get_info(a, &info) == 0);
 	unsigned char raw[sizeof(struct uslab_cache_info) + 16];
-	memset(raw, 0xab, sizeof raw);
-	struct uslab_cache_info *v1 = (struct uslab_cache_info *)raw;
-	v1->version = 1;
-	CHECK(uslab_cache_get_info(a, v1) == 0);
-	CHECK(v1->version == 1 && v1->active_objects == 1000);
-	size_t end1 = offsetof(struct uslab_cache_info, cpu_slabs);
-	for (size_t i = end1; i < sizeof raw; i++)
-		CHECK(raw[i] == 0xab);
-	info.version = 3;
+	size_t v1_events = offsetof(struct uslab_cache_info, events), v2_end = v1_events + 30 * 8 + 8 + 4 + 4;
+	for (unsigned version = 1; version <= 2; version++) {
+		memset(raw, 0xab, sizeof raw);
+		struct uslab_cache_info *old = (struct uslab_cache_info *)raw;
+		old->version = version;
+		CHECK(uslab_cache_get_info(a, old) == 0);
+		CHECK(old->version == version && old->active_objects == 1000);
+		size_t end = version == 1 ? v1_events + 30 * 8 : v2_end;
+		for (size_t i = end; i < sizeof raw; i++)
+			CHECK(raw[i] == 0xab);
+		uint64_t ev[30];
+		memcpy(ev, raw + v1_events, sizeof ev);
+		CHECK(ev[USLAB_STAT_ALLOC_FAILED] == info.events[USLAB_STAT_ALLOC_FAILED]);
+		CHECK(ev[USLAB_STAT_ALLOC_SLAB] == info.events[USLAB_STAT_ALLOC_SLAB]);
+	}
+	info.version = USLAB_CACHE_INFO_VERSION + 1;
 	errno = 0;
 	CHECK(uslab_cache_get_info(a, &info) == -1 && errno == EINVAL);
 	/* the merged pair */

@@ -1,7 +1,7 @@
 /*
- * Run-time tunables (uslab_cache_tune_set/get: cpu_partial, min_partial,
- * order, cpu_queue), as the kernel's /sys/kernel/slab/<cache>/ files the
- * 2011 and 2015 threads tune.
+ * Run-time tunables (uslab_cache_tune_set/get: sheaf_capacity, barn_full,
+ * barn_empty, cpu_partial, min_partial, order), as the kernel's
+ * /sys/kernel/slab/<cache>/ files the 2011 and 2015 threads tune.
  *
  * get_set_each      each tunable: get, set (bounds included), get again; an
  *                   alias reads and writes its root's values
@@ -11,13 +11,16 @@
  * order_effect      after an order change new slabs have that order:
  *                   get_info.order and objects_per_slab follow, and the
  *                   objects of a fresh fill lie in slabs of 4 KiB << order
- * cpu_partial_off   cpu_partial=0: a cross-thread free workload (producer
- *                   allocates, consumer frees) never freezes a slab onto a
- *                   CPU partial list (CPU_PARTIAL_FREE, _NODE, _ALLOC stay 0);
- *                   the same workload with the default does
- * cpu_queue_off     cpu_queue=0: frees into a slab another thread allocates
- *                   from never go to the CPU object queue (FREE_PCS 0); with
- *                   the default they do
+ * cpu_partial_off   classic mode (sheaf_capacity=0), cpu_partial=0: a
+ *                   cross-thread free workload (producer allocates, consumer
+ *                   frees) never freezes a slab onto a CPU partial list
+ *                   (CPU_PARTIAL_FREE, _NODE, _ALLOC stay 0); the same
+ *                   workload with the default does
+ * barn              sheaves: the same workload carries the consumer's full
+ *                   sheaves back to the producer through the barn (BARN_PUT,
+ *                   BARN_GET); with barn_full=0 they are flushed to the slabs
+ *                   instead (BARN_GET 0, SHEAF_FLUSH); with sheaf_capacity=0
+ *                   no sheaf is used at all
  * stress            tunables changed at random by one thread while three
  *                   others allocate and free (single, bulk, cross-thread);
  *                   then validate, nothing left allocated. Clean under TSan.
@@ -26,7 +29,9 @@
 
 #include <stdatomic.h>
 
-static const char *const NAMES[] = { "cpu_partial", "min_partial", "order", "cpu_queue" };
+static const char *const NAMES[] = { "sheaf_capacity", "barn_full", "barn_empty", "cpu_partial", "min_partial",
+				     "order" };
+#define NNAMES (sizeof NAMES / sizeof NAMES[0])
 
 static struct uslab_cache *mk(const char *name, size_t size)
 {
@@ -66,9 +71,13 @@ static void get_set_each(void)
 	CHECK_EQ(tget(c, "cpu_partial"), in.cpu_partial);
 	CHECK_EQ(tget(c, "min_partial"), in.min_partial);
 	CHECK_EQ(tget(c, "order"), in.order);
-	CHECK(tget(c, "cpu_queue") <= 64);
-	printf("    defaults for 256-byte objects: cpu_partial %lu, min_partial %lu, order %lu, cpu_queue %lu\n",
-	       tget(c, "cpu_partial"), tget(c, "min_partial"), tget(c, "order"), tget(c, "cpu_queue"));
+	CHECK_EQ(tget(c, "sheaf_capacity"), in.sheaf_capacity);
+	CHECK_EQ(tget(c, "barn_full"), in.barn_full_max);
+	CHECK_EQ(tget(c, "barn_empty"), in.barn_empty_max);
+	printf("    defaults for 256-byte objects: sheaf_capacity %lu, barn_full %lu, barn_empty %lu, cpu_partial %lu, "
+	       "min_partial %lu, order %lu\n",
+	       tget(c, "sheaf_capacity"), tget(c, "barn_full"), tget(c, "barn_empty"), tget(c, "cpu_partial"),
+	       tget(c, "min_partial"), tget(c, "order"));
 
 	static const unsigned long cp[] = { 0, 1, 13, 256, 65535, 30 };
 	for (unsigned i = 0; i < sizeof cp / sizeof cp[0]; i++) {
@@ -88,9 +97,25 @@ static void get_set_each(void)
 		CHECK_EQ(in.order, o);
 		CHECK_EQ(in.objects_per_slab, (4096UL << o) / in.slab_object_size);
 	}
-	static const unsigned long q[] = { 0, 1, 64, 8 };
-	for (unsigned i = 0; i < sizeof q / sizeof q[0]; i++)
-		tset(c, "cpu_queue", q[i]);
+	static const unsigned long sc[] = { 0, 1, 509, 8, 29 };
+	for (unsigned i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+		tset(c, "sheaf_capacity", sc[i]);
+		cache_info(c, &in);
+		CHECK_EQ(in.sheaf_capacity, sc[i]);
+		/* the calling thread switches at its next slow path: objects
+		 * still come and go */
+		void *x = uslab_cache_alloc(c);
+		CHECK(x != NULL);
+		uslab_cache_free(c, x);
+	}
+	static const unsigned long b[] = { 0, 1, 1024, 10 };
+	for (unsigned i = 0; i < sizeof b / sizeof b[0]; i++) {
+		tset(c, "barn_full", b[i]);
+		tset(c, "barn_empty", b[i]);
+		cache_info(c, &in);
+		CHECK_EQ(in.barn_full_max, b[i]);
+		CHECK_EQ(in.barn_empty_max, b[i]);
+	}
 
 	/* an alias's tunables are its root's */
 	struct uslab_cache *root = uslab_cache_create("tune-root", 3000, 0, 0, NULL);
@@ -116,12 +141,13 @@ static void einval(void)
 	struct uslab_cache_info in;
 	cache_info(c, &in);
 	CHECK_EQ(in.min_order, 4);
-	unsigned long before[4];
-	for (int i = 0; i < 4; i++)
+	unsigned long before[NNAMES];
+	for (unsigned i = 0; i < NNAMES; i++)
 		before[i] = tget(c, NAMES[i]);
 
 	static const char *const bad_names[] = { "", "cpu_partials", "cpu", "CPU_PARTIAL", "order ", " order",
-						 "min_partial\n", "objects", "slub_max_order", "cpu_queue=1" };
+						 "min_partial\n", "objects", "slub_max_order", "cpu_queue", "sheaf",
+						 "sheaf_capacity=1", "barn" };
 	for (unsigned i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
 		set_einval(c, bad_names[i], 1);
 		unsigned long v = 42;
@@ -146,9 +172,11 @@ static void einval(void)
 	set_einval(c, "order", ~0UL);
 	for (unsigned long o = 0; o < 4; o++)
 		set_einval(c, "order", o);          /* below the cache's minimum */
-	set_einval(c, "cpu_queue", 65);
-	set_einval(c, "cpu_queue", ~0UL);
-	for (int i = 0; i < 4; i++)
+	set_einval(c, "sheaf_capacity", 510);
+	set_einval(c, "sheaf_capacity", ~0UL);
+	set_einval(c, "barn_full", 1025);
+	set_einval(c, "barn_empty", ~0UL);
+	for (unsigned i = 0; i < NNAMES; i++)
 		CHECKF(tget(c, NAMES[i]) == before[i], "%s changed by a rejected set", NAMES[i]);
 	/* the bounds themselves are accepted */
 	tset(c, "order", 4);
@@ -300,9 +328,11 @@ static void cpu_partial_off(void)
 	/* Batches of 600 fill whole slabs; the consumer's frees hit full
 	 * slabs that nobody has frozen. */
 	struct uslab_cache *a = mk("tune-cp-default", 128);
+	tset(a, "sheaf_capacity", 0);   /* classic mode: CPU partial lists */
 	CHECK(tget(a, "cpu_partial") > 0);
 	run_mailbox(a, 600, SCALE(200, 40), 0, &on);
 	struct uslab_cache *b = mk("tune-cp-off", 128);
+	tset(b, "sheaf_capacity", 0);
 	tset(b, "cpu_partial", 0);
 	run_mailbox(b, 600, SCALE(200, 40), 0, &off);
 	printf("    default: CPU_PARTIAL_FREE %llu, CPU_PARTIAL_ALLOC %llu, NODE_LOCK %llu; "
@@ -321,26 +351,43 @@ static void cpu_partial_off(void)
 	destroy_silently(b);
 }
 
-static void cpu_queue_off(void)
+static void barn(void)
 {
-	struct uslab_cache_info on, off;
-	/* Small batches in lockstep: the consumer frees objects of the slab
-	 * the producer is allocating from (frozen, owned by the producer). */
-	struct uslab_cache *a = mk("tune-q-default", 64);
-	CHECK(tget(a, "cpu_queue") > 0);
-	run_mailbox(a, 8, SCALE(3000, 500), 1, &on);
-	struct uslab_cache *b = mk("tune-q-off", 64);
-	tset(b, "cpu_queue", 0);
-	run_mailbox(b, 8, SCALE(3000, 500), 1, &off);
-	printf("    default: FREE_PCS %llu; cpu_queue=0: FREE_PCS %llu, FREE_FROZEN %llu\n",
-	       (unsigned long long)on.events[USLAB_STAT_FREE_PCS],
-	       (unsigned long long)off.events[USLAB_STAT_FREE_PCS],
-	       (unsigned long long)off.events[USLAB_STAT_FREE_FROZEN]);
-	CHECK(on.events[USLAB_STAT_FREE_PCS] > 0);
-	CHECK_EQ(off.events[USLAB_STAT_FREE_PCS], 0);
-	CHECK(off.events[USLAB_STAT_FREE_FROZEN] > 0);   /* straight into the frozen slab instead */
+	struct uslab_cache_info on, nobarn, classic;
+	/* Batches of 600: the consumer's frees fill whole sheaves, which go
+	 * to the barn, and the producer's refills take them from there. */
+	struct uslab_cache *a = mk("tune-barn-default", 64);
+	tset(a, "sheaf_capacity", 61);   /* the default, also when slub_sheaf_capacity=0 is set */
+	CHECK(tget(a, "barn_full") > 0);
+	run_mailbox(a, 600, SCALE(200, 40), 0, &on);
+	struct uslab_cache *b = mk("tune-barn-off", 64);
+	tset(b, "sheaf_capacity", 61);
+	tset(b, "barn_full", 0);
+	run_mailbox(b, 600, SCALE(200, 40), 0, &nobarn);
+	struct uslab_cache *c = mk("tune-barn-classic", 64);
+	tset(c, "sheaf_capacity", 0);
+	run_mailbox(c, 600, SCALE(200, 40), 0, &classic);
+	printf("    default: BARN_PUT %llu, BARN_GET %llu, SHEAF_FLUSH %llu, NODE_LOCK %llu; barn_full=0: BARN_GET %llu, "
+	       "SHEAF_FLUSH %llu, NODE_LOCK %llu; classic: NODE_LOCK %llu\n",
+	       (unsigned long long)on.events[USLAB_STAT_BARN_PUT], (unsigned long long)on.events[USLAB_STAT_BARN_GET],
+	       (unsigned long long)on.events[USLAB_STAT_SHEAF_FLUSH], (unsigned long long)on.events[USLAB_STAT_NODE_LOCK],
+	       (unsigned long long)nobarn.events[USLAB_STAT_BARN_GET],
+	       (unsigned long long)nobarn.events[USLAB_STAT_SHEAF_FLUSH],
+	       (unsigned long long)nobarn.events[USLAB_STAT_NODE_LOCK],
+	       (unsigned long long)classic.events[USLAB_STAT_NODE_LOCK]);
+	CHECK(on.events[USLAB_STAT_BARN_PUT] > 0);
+	CHECK(on.events[USLAB_STAT_BARN_GET] > 0);
+	CHECK(on.events[USLAB_STAT_FREE_PCS] > 0 && on.events[USLAB_STAT_ALLOC_PCS] > 0);
+	CHECK_EQ(nobarn.events[USLAB_STAT_BARN_GET], 0);
+	CHECK_EQ(nobarn.events[USLAB_STAT_BARN_PUT], 0);
+	CHECK(nobarn.events[USLAB_STAT_SHEAF_FLUSH] > 0);
+	CHECK_EQ(classic.events[USLAB_STAT_FREE_PCS] + classic.events[USLAB_STAT_ALLOC_PCS], 0);
+	CHECK_EQ(classic.events[USLAB_STAT_SHEAF_FLUSH] + classic.events[USLAB_STAT_SHEAF_REFILL], 0);
+	/* whole sheaves travel: fewer node locks than with every sheaf flushed */
+	CHECK(on.events[USLAB_STAT_NODE_LOCK] < nobarn.events[USLAB_STAT_NODE_LOCK]);
 	destroy_silently(a);
 	destroy_silently(b);
+	destroy_silently(c);
 }
 
 /* ---- tunables changed under load ------------------------------------------------ */
@@ -433,16 +480,17 @@ static void *stress_tuner(void *arg)
 	while (!atomic_load(&st->stop)) {
 		uint64_t r = rnd_next(&w->seed);
 		unsigned long v;
-		const char *name = NAMES[r % 4];
-		switch (r % 4) {
-		case 0: v = (r >> 8) % 4 == 0 ? 0 : (r >> 16) % 300; break;
-		case 1: v = (r >> 16) % 12; break;
-		case 2: v = (r >> 16) % 4; break;
-		default: v = (r >> 8) % 3 == 0 ? 0 : (r >> 16) % 65; break;
+		const char *name = NAMES[r % NNAMES];
+		switch (r % NNAMES) {
+		case 0: v = (r >> 8) % 4 == 0 ? 0 : (r >> 16) % 65; break;   /* sheaf_capacity, classic too */
+		case 1: case 2: v = (r >> 16) % 12; break;                    /* barn bounds */
+		case 3: v = (r >> 8) % 4 == 0 ? 0 : (r >> 16) % 300; break;   /* cpu_partial */
+		case 4: v = (r >> 16) % 12; break;                            /* min_partial */
+		default: v = (r >> 16) % 4; break;                            /* order */
 		}
 		CHECKF(uslab_cache_tune_set(st->c, name, v) == 0, "set %s=%lu", name, v);
 		unsigned long got;
-		CHECK(uslab_cache_tune_get(st->c, NAMES[(r >> 40) % 4], &got) == 0);
+		CHECK(uslab_cache_tune_get(st->c, NAMES[(r >> 40) % NNAMES], &got) == 0);
 		if ((r >> 48) % 16 == 0) {
 			struct uslab_cache_info in;
 			cache_info(st->c, &in);
@@ -486,15 +534,16 @@ static void stress(void)
 	destroy_silently(st.c);
 }
 
-/* Under slub_debug for every cache: debug caches keep no CPU queue, so
- * cpu_queue accepts only 0; the other tunables work. */
-static void debug_queue_refused(void)
+/* Under slub_debug for every cache: debug caches keep no objects per CPU,
+ * so sheaf_capacity accepts only 0; the other tunables work. */
+static void debug_sheaves_refused(void)
 {
 	struct uslab_cache *c = uslab_cache_create("dbg-tune", 256, 0, USLAB_NO_MERGE, NULL);
 	CHECK(c != NULL);
-	CHECK_EQ(tget(c, "cpu_queue"), 0);
-	set_einval(c, "cpu_queue", 1);
-	tset(c, "cpu_queue", 0);
+	CHECK_EQ(tget(c, "sheaf_capacity"), 0);
+	set_einval(c, "sheaf_capacity", 1);
+	tset(c, "sheaf_capacity", 0);
+	tset(c, "barn_full", 3);
 	tset(c, "cpu_partial", 7);
 	tset(c, "min_partial", 3);
 	uslab_cache_destroy(c);
@@ -503,13 +552,13 @@ static void debug_queue_refused(void)
 int main(int argc, char **argv)
 {
 	(void)argc;
-	rerun_without_slub_debug(argv, debug_queue_refused);
+	rerun_without_slub_debug(argv, debug_sheaves_refused);
 	check_init("test_tunables");
 	RUN(get_set_each);
 	RUN(einval);
 	RUN(order_effect);
 	RUN(cpu_partial_off);
-	RUN(cpu_queue_off);
+	RUN(barn);
 	RUN(stress);
 	return 0;
 }

@@ -107,7 +107,8 @@ static void usage(FILE *f)
 		"  -l, --slabinfo         /proc/slabinfo version 2.1 format\n"
 		"  -v, --validate         validate matching caches (in the process; problems go to its stderr)\n"
 		"  -s, --shrink           shrink matching caches (in the process)\n"
-		"      --set NAME:KEY=N   set a tunable (cpu_partial, min_partial, order, cpu_queue)\n"
+		"      --set NAME:KEY=N   set a tunable (sheaf_capacity, barn_full, barn_empty, cpu_partial,\n"
+		"                         min_partial, order)\n"
 		"      --json             JSON instead of text (every mode)\n"
 		"      --watch SECONDS    refresh every SECONDS, like slabtop, until the process exits\n"
 		"      --timeout SECONDS  how long to wait for the process to answer (default 2)\n"
@@ -482,9 +483,13 @@ static void parse_set(const char *arg, char *name, char *key, uint64_t *value)
 		name[colon - arg] = 0;
 		memcpy(key, colon + 1, (size_t)(eq - colon - 1));
 		key[eq - colon - 1] = 0;
-		if (strcmp(key, "cpu_partial") && strcmp(key, "min_partial") && strcmp(key, "order") &&
-		    strcmp(key, "cpu_queue"))
-			why = "KEY must be cpu_partial, min_partial, order or cpu_queue";
+		static const char *const keys[] = { "sheaf_capacity", "barn_full", "barn_empty", "cpu_partial",
+						     "min_partial", "order" };
+		bool known = false;
+		for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++)
+			known |= !strcmp(key, keys[i]);
+		if (!known)
+			why = "KEY must be sheaf_capacity, barn_full, barn_empty, cpu_partial, min_partial or order";
 		*value = strtoull(eq + 1, NULL, 10);
 	}
 	if (why)
@@ -503,7 +508,7 @@ static uint64_t ev(const struct target *t, const struct uslab_cache_info *c, con
 
 static uint64_t allocs(const struct target *t, const struct uslab_cache_info *c)
 {
-	return ev(t, c, "ALLOC_FASTPATH") + ev(t, c, "ALLOC_SLOWPATH") + ev(t, c, "ALLOC_BULK");
+	return ev(t, c, "ALLOC_FASTPATH") + ev(t, c, "ALLOC_PCS") + ev(t, c, "ALLOC_SLOWPATH") + ev(t, c, "ALLOC_BULK");
 }
 static uint64_t frees(const struct target *t, const struct uslab_cache_info *c)
 {
@@ -511,7 +516,7 @@ static uint64_t frees(const struct target *t, const struct uslab_cache_info *c)
 }
 static uint64_t alloc_fast(const struct target *t, const struct uslab_cache_info *c)
 {
-	return ev(t, c, "ALLOC_FASTPATH");
+	return ev(t, c, "ALLOC_FASTPATH") + ev(t, c, "ALLOC_PCS");
 }
 static uint64_t free_fast(const struct target *t, const struct uslab_cache_info *c)
 {
@@ -729,12 +734,18 @@ static void print_report(const struct target *t, const struct uslab_cache_info *
 	       c->cpu_slabs, c->flags & USLAB_STORE_USER ? "On " : "Off");
 	printf("Align  : %7zu  Objects: %7u   Tracing       : %s\n", c->align, c->objects_per_slab,
 	       c->flags & USLAB_TRACE ? "On " : "Off");
-	printf("\nTunables: cpu_partial %u  min_partial %u  order %u (min %u)  cpu_queue %u\n", c->cpu_partial,
-	       c->min_partial, c->order, c->min_order, c->cpu_queue);
+	printf("\nTunables: sheaf_capacity %u%s  barn_full %u  barn_empty %u  cpu_partial %u  min_partial %u  "
+	       "order %u (min %u)\n",
+	       c->sheaf_capacity, c->sheaf_capacity ? "" : " (classic mode)", c->barn_full_max, c->barn_empty_max,
+	       c->cpu_partial, c->min_partial, c->order, c->min_order);
+	printf("Sheaves : %" PRIu64 " objects in %u threads' sheaves, barn: %" PRIu64 " full (%" PRIu64
+	       " objects) + %" PRIu64 " empty\n",
+	       c->sheaf_objects, c->cpu_parts, c->barn_full, c->barn_objects, c->barn_empty);
 	uint64_t al = allocs(t, c), fr = frees(t, c);
 	printf("\nSlab Perf Counter       Alloc     Free %%Al %%Fr\n");
 	printf("--------------------------------------------------\n");
-	printf("Fastpath             %8" PRIu64 " %8" PRIu64 " %3" PRIu64 " %3" PRIu64 "\n", alloc_fast(t, c),
+	printf("Fastpath             %8" PRIu64 " %8" PRIu64 " %3" PRIu64 " %3" PRIu64 "  (sheaf or CPU free list)\n",
+	       alloc_fast(t, c),
 	       free_fast(t, c), al ? alloc_fast(t, c) * 100 / al : 0, fr ? free_fast(t, c) * 100 / fr : 0);
 	printf("Slowpath             %8" PRIu64 " %8" PRIu64 " %3" PRIu64 " %3" PRIu64 "\n", ev(t, c, "ALLOC_SLOWPATH"),
 	       ev(t, c, "FREE_SLOWPATH"), al ? ev(t, c, "ALLOC_SLOWPATH") * 100 / al : 0,
@@ -772,13 +783,17 @@ static void json_cache(const struct target *t, const struct uslab_cache_info *c)
 	}
 	uint64_t a = allocs(t, c), f = frees(t, c);
 	printf(",\"object_size\":%zu,\"slab_object_size\":%zu,\"align\":%zu,\"order\":%u,\"min_order\":%u,"
-	       "\"objects_per_slab\":%u,\"cpu_partial\":%u,\"min_partial\":%u,\"cpu_queue\":%u,\"aliases\":%u,"
+	       "\"objects_per_slab\":%u,\"cpu_partial\":%u,\"min_partial\":%u,\"sheaf_capacity\":%u,"
+	       "\"barn_full_max\":%u,\"barn_empty_max\":%u,\"cpu_parts\":%u,\"sheaf_objects\":%" PRIu64
+	       ",\"barn_full\":%" PRIu64 ",\"barn_empty\":%" PRIu64 ",\"barn_objects\":%" PRIu64 ",\"aliases\":%u,"
 	       "\"flags\":%lu,\"ctor\":%s,\"slabs\":%" PRIu64 ",\"partial_slabs\":%" PRIu64 ",\"cpu_slabs\":%" PRIu64
 	       ",\"total_objects\":%" PRIu64 ",\"active_objects\":%" PRIu64 ",\"slab_bytes\":%" PRIu64
 	       ",\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64 ",\"alloc_fast_pct\":%" PRIu64 ",\"free_fast_pct\":%" PRIu64
 	       ",\"events\":{",
 	       c->object_size, c->slab_object_size, c->align, c->order, c->min_order, c->objects_per_slab,
-	       c->cpu_partial, c->min_partial, c->cpu_queue, c->aliases, c->flags, c->has_ctor ? "true" : "false",
+	       c->cpu_partial, c->min_partial, c->sheaf_capacity, c->barn_full_max, c->barn_empty_max, c->cpu_parts,
+	       c->sheaf_objects, c->barn_full, c->barn_empty, c->barn_objects, c->aliases, c->flags,
+	       c->has_ctor ? "true" : "false",
 	       c->slabs, c->partial_slabs, c->cpu_slabs, c->total_objects, c->active_objects, c->slab_bytes, a, f,
 	       a ? alloc_fast(t, c) * 100 / a : 0, f ? free_fast(t, c) * 100 / f : 0);
 	for (unsigned i = 0; i < t->h.nr_stat_items && i < USLAB_NR_STAT_ITEMS; i++) {

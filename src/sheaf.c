@@ -1,0 +1,501 @@
+/*
+ * Sheaves: the per-CPU layer of every non-debug cache with sheaf_capacity >
+ * 0 (the default). The 2010 SLUB+Q thread put per-CPU object queues in
+ * front of SLUB so that a free of a cache-cold object costs no miss; Linux
+ * 6.18 brought the idea back as sheaves and 7.0 made them the only per-CPU
+ * layer. This is that design:
+ *
+ * A CPU part holds `main` and `spare`, arrays of sheaf_capacity object
+ * pointers. Allocation pops main and free pushes onto it, for any object of
+ * the cache whichever thread allocated it (slab.h's fast paths): neither
+ * touches the object or its slab. When main is empty (alloc):
+ *   1. swap with spare if that has objects;
+ *   2. else trade main for a full sheaf of the barn (the empty one becomes
+ *      spare, or goes to the barn's empty list);
+ *   3. else refill main from slabs (slab_take_objects: node partial slabs
+ *      first, several per lock hold, then new slabs).
+ * When main is full (free):
+ *   1. swap with spare if that is empty (or make a new empty main, the full
+ *      one becoming spare, if there is no spare);
+ *   2. else put main in the barn and take an empty sheaf (barn's or new);
+ *   3. else (the barn holds barn_full_max full sheaves) flush main to the
+ *      slabs: grouped by slab, one CAS each, the node lock only for slabs
+ *      that change list (slab_free_objects).
+ * A consumer thread's frees thus fill sheaves that travel back whole to the
+ * producers through the barn: no atomic per object on either side.
+ *
+ * Memory held, per cache: at most 2 * sheaf_capacity objects per thread
+ * that used the cache (main and spare, also while the thread is idle), and
+ * barn_full_max full sheaves plus barn_empty_max empty ones in the barn.
+ * Thread exit gives main and spare to the barn (full ones, if it has room)
+ * or to the slabs; shrink and destroy flush the calling thread's sheaves
+ * and the whole barn to the slabs.
+ *
+ * Sheaves are allocated from internal caches of 128 .. 4096 bytes
+ * (cache_sheaf_cache[], without CPU parts). A sheaf that is some part's
+ * main keeps its count in the part (c->n); its `size` is stale until it
+ * stops being main.
+ *
+ * Locking: the barn lock protects its lists and counts and is a leaf (no
+ * other lock is taken under it; sheaves are flushed and freed after it is
+ * dropped). Everything else here is the owning thread's own.
+ */
+#include "slab.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct uslab_cache cache_sheaf_cache[SHEAF_CACHES];
+
+/* ---- sheaf storage -------------------------------------------------------- */
+
+static unsigned sheaf_bytes(unsigned cap)
+{
+	return (unsigned)(sizeof(struct sheaf) + (size_t)cap * sizeof(void *));
+}
+
+/* The storage cache for sheaves of `cap` objects. */
+static struct uslab_cache *sheaf_cache_for(unsigned cap)
+{
+	unsigned k = 0;
+	while ((128U << k) < sheaf_bytes(cap))
+		k++;
+	return &cache_sheaf_cache[k];
+}
+
+/* A new empty sheaf, or NULL (errno kept: free paths ask for sheaves). */
+static struct sheaf *sheaf_new(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+{
+	int e = errno;
+	struct sheaf *sh = slab_alloc_nocpu(sheaf_cache_for(cap));
+	errno = e;
+	if (!sh)
+		return NULL;
+	sh->next = NULL;
+	sh->size = 0;
+	sh->cap = cap;
+	sh->guard = NULL;
+	stat_inc(s, c, USLAB_STAT_SHEAF_ALLOC);
+	return sh;
+}
+
+static void sheaf_free(struct uslab_cache *s, struct cpu_cache *c, struct sheaf *sh)
+{
+	slab_free_nocpu(sheaf_cache_for(sh->cap), sh);
+	stat_inc(s, c, USLAB_STAT_SHEAF_FREE);
+}
+
+/* Flush a sheaf's objects to their slabs (it stays, empty). */
+static void sheaf_flush(struct uslab_cache *s, struct cpu_cache *c, struct sheaf *sh)
+{
+	if (!sh->size)
+		return;
+	slab_free_objects(s, c, sh->objects, sh->size, false);
+	stat_add(s, c, USLAB_STAT_SHEAF_FLUSH, sh->size);
+	sh->size = 0;
+}
+
+/* ---- the barn ---------------------------------------------------------------- */
+
+/* A full sheaf of capacity cap from the barn, or NULL. Sheaves of another
+ * capacity (the tunable changed) are flushed and freed on the way. */
+static struct sheaf *barn_get_full(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+{
+	struct barn *b = &s->node.barn;
+	struct sheaf *sh;
+	for (;;) {
+		if (!atomic_load_explicit(&b->nr_full, memory_order_relaxed)) {
+			stat_inc(s, c, USLAB_STAT_BARN_GET_FAIL);
+			return NULL;   /* racy peek: a miss only means a refill */
+		}
+		pthread_mutex_lock(&b->lock);
+		sh = b->full;
+		if (sh) {
+			b->full = sh->next;
+			atomic_store_explicit(&b->nr_full, atomic_load_explicit(&b->nr_full, memory_order_relaxed) - 1,
+					      memory_order_relaxed);
+			atomic_store_explicit(&b->objects,
+					      atomic_load_explicit(&b->objects, memory_order_relaxed) - sh->size,
+					      memory_order_relaxed);
+		}
+		pthread_mutex_unlock(&b->lock);
+		if (!sh) {
+			stat_inc(s, c, USLAB_STAT_BARN_GET_FAIL);
+			return NULL;
+		}
+		sh->next = NULL;
+		if (likely(sh->cap == cap)) {
+			stat_inc(s, c, USLAB_STAT_BARN_GET);
+			return sh;
+		}
+		sheaf_flush(s, c, sh);
+		sheaf_free(s, c, sh);
+	}
+}
+
+/* Put a full sheaf in the barn; false if it holds barn_full_max already. */
+static bool barn_put_full(struct uslab_cache *s, struct cpu_cache *c, struct sheaf *sh)
+{
+	struct barn *b = &s->node.barn;
+	unsigned max = TUNE(s, barn_full_max);
+	bool ok = false;
+	if (atomic_load_explicit(&b->nr_full, memory_order_relaxed) < max) {
+		pthread_mutex_lock(&b->lock);
+		unsigned nf = atomic_load_explicit(&b->nr_full, memory_order_relaxed);
+		if (nf < max) {
+			sh->next = b->full;
+			b->full = sh;
+			atomic_store_explicit(&b->nr_full, nf + 1, memory_order_relaxed);
+			atomic_store_explicit(&b->objects,
+					      atomic_load_explicit(&b->objects, memory_order_relaxed) + sh->size,
+					      memory_order_relaxed);
+			ok = true;
+		}
+		pthread_mutex_unlock(&b->lock);
+	}
+	stat_inc(s, c, ok ? USLAB_STAT_BARN_PUT : USLAB_STAT_BARN_PUT_FAIL);
+	return ok;
+}
+
+/* An empty sheaf of capacity cap: the barn's, or a new one; NULL if none
+ * can be had. */
+static struct sheaf *barn_get_empty(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+{
+	struct barn *b = &s->node.barn;
+	while (atomic_load_explicit(&b->nr_empty, memory_order_relaxed)) {
+		pthread_mutex_lock(&b->lock);
+		struct sheaf *sh = b->empty;
+		if (sh) {
+			b->empty = sh->next;
+			atomic_store_explicit(&b->nr_empty,
+					      atomic_load_explicit(&b->nr_empty, memory_order_relaxed) - 1,
+					      memory_order_relaxed);
+		}
+		pthread_mutex_unlock(&b->lock);
+		if (!sh)
+			break;
+		sh->next = NULL;
+		if (likely(sh->cap == cap))
+			return sh;
+		sheaf_free(s, c, sh);
+	}
+	return sheaf_new(s, c, cap);
+}
+
+/* Keep an empty sheaf in the barn, or free it if the barn has enough. */
+static void barn_put_empty(struct uslab_cache *s, struct cpu_cache *c, struct sheaf *sh)
+{
+	struct barn *b = &s->node.barn;
+	unsigned max = TUNE(s, barn_empty_max);
+	sh->size = 0;
+	if (atomic_load_explicit(&b->nr_empty, memory_order_relaxed) < max) {
+		pthread_mutex_lock(&b->lock);
+		unsigned ne = atomic_load_explicit(&b->nr_empty, memory_order_relaxed);
+		if (ne < max) {
+			sh->next = b->empty;
+			b->empty = sh;
+			atomic_store_explicit(&b->nr_empty, ne + 1, memory_order_relaxed);
+			sh = NULL;
+		}
+		pthread_mutex_unlock(&b->lock);
+	}
+	if (sh)
+		sheaf_free(s, c, sh);
+}
+
+void sheaf_flush_barn(struct uslab_cache *s)
+{
+	struct barn *b = &s->node.barn;
+	pthread_mutex_lock(&b->lock);
+	struct sheaf *full = b->full, *empty = b->empty;
+	b->full = b->empty = NULL;
+	atomic_store_explicit(&b->nr_full, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->nr_empty, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->objects, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&b->lock);
+	while (full) {
+		struct sheaf *sh = full;
+		full = sh->next;
+		sheaf_flush(s, NULL, sh);
+		sheaf_free(s, NULL, sh);
+	}
+	while (empty) {
+		struct sheaf *sh = empty;
+		empty = sh->next;
+		sheaf_free(s, NULL, sh);
+	}
+}
+
+/* ---- main and spare ------------------------------------------------------------ */
+
+/* Make sh main with n objects. */
+static void set_main(struct cpu_cache *c, struct sheaf *sh, uint32_t n)
+{
+	c->main = sh;
+	c->objs = sh->objects;
+	c->cap = sh->cap;
+	cpu_set_n(c, n);
+}
+
+static void set_spare(struct cpu_cache *c, struct sheaf *sh)
+{
+	c->spare = sh;
+	atomic_store_explicit(&c->spare_n, sh ? sh->size : 0, memory_order_relaxed);
+}
+
+/* main leaves the part's fast paths: its count goes back into the sheaf. */
+static struct sheaf *take_main(struct cpu_cache *c)
+{
+	struct sheaf *sh = c->main;
+	sh->size = c->n;
+	return sh;
+}
+
+/* Swap main and spare. */
+static void swap_spare(struct cpu_cache *c)
+{
+	struct sheaf *old = take_main(c), *sp = c->spare;
+	set_main(c, sp, sp->size);
+	set_spare(c, old);
+}
+
+bool sheaf_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+{
+	c->sheaf_cap = cap;
+	c->main = c->spare = NULL;
+	c->objs = cpu_empty.objs;
+	c->cap = 0;
+	cpu_set_n(c, 0);
+	atomic_store_explicit(&c->spare_n, 0, memory_order_relaxed);
+	if (!cap)
+		return true;
+	struct sheaf *sh = sheaf_new(s, c, cap);
+	if (!sh)
+		return false;   /* tried again on the slow paths */
+	set_main(c, sh, 0);
+	return true;
+}
+
+/* Give back the sheaves' objects: to the barn (whole full sheaves, when
+ * to_barn and it has room) or to the slabs; the sheaves themselves to the
+ * barn's empty list or freed. The part is left without sheaves (its next
+ * slow path sets it up again). */
+void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn)
+{
+	if (!c->main && !c->spare)
+		return;
+	struct sheaf *sh[2] = { c->main ? take_main(c) : NULL, c->spare };
+	c->main = c->spare = NULL;
+	c->objs = cpu_empty.objs;
+	c->cap = 0;
+	cpu_set_n(c, 0);
+	atomic_store_explicit(&c->spare_n, 0, memory_order_relaxed);
+	for (unsigned i = 0; i < 2; i++) {
+		if (!sh[i])
+			continue;
+		uint32_t n = sh[i]->size;
+		cpu_count(&c->sh_in, -(uint64_t)n);
+		if (n == sh[i]->cap && to_barn && barn_put_full(s, c, sh[i]))
+			continue;
+		sheaf_flush(s, c, sh[i]);
+		barn_put_empty(s, c, sh[i]);
+	}
+	/* set up again, empty, so that the fast paths can run without a
+	 * detour (not at thread exit or destroy: the caller drops the part) */
+	c->sheaf_cap = 0;
+}
+
+/* ---- the slow paths ---------------------------------------------------------- */
+
+/* Objects into main (which is empty): spare, barn, slabs. False: no memory. */
+static bool refill_main(struct uslab_cache *s, struct cpu_cache *c)
+{
+	struct sheaf *sp = c->spare;
+	if (sp && sp->size) {
+		swap_spare(c);
+		return true;
+	}
+	struct sheaf *full = barn_get_full(s, c, c->sheaf_cap);
+	if (full) {
+		struct sheaf *empty = take_main(c);
+		cpu_count(&c->sh_in, full->size);
+		set_main(c, full, full->size);
+		if (!sp)
+			set_spare(c, empty);
+		else
+			barn_put_empty(s, c, empty);
+		return true;
+	}
+	unsigned got = slab_take_objects(s, c, c->objs, c->cap);
+	if (!got)
+		return false;
+	stat_add(s, c, USLAB_STAT_SHEAF_REFILL, got);
+	cpu_count(&c->sh_in, got);
+	cpu_set_n(c, got);
+	return true;
+}
+
+void *sheaf_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
+{
+	if (unlikely(!c->main) && !sheaf_setup_cpu(s, c, c->sheaf_cap))
+		return slab_alloc_nocpu(s);   /* no memory for a sheaf: one object, straight */
+	if (!c->n && !refill_main(s, c)) {
+		stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
+		errno = ENOMEM;
+		return NULL;
+	}
+	uint32_t n = c->n - 1;
+	void *x = c->objs[n];
+	cpu_set_n(c, n);
+	cpu_count(&c->sh_in, -1);
+	stat_inc(s, c, USLAB_STAT_ALLOC_SLOWPATH);
+	return x;
+}
+
+/* Room in main (which is full): spare, a new or the barn's empty sheaf,
+ * the barn, or a flush to the slabs. */
+static void make_room(struct uslab_cache *s, struct cpu_cache *c)
+{
+	struct sheaf *sp = c->spare;
+	if (sp && !sp->size) {
+		swap_spare(c);
+		return;
+	}
+	if (!sp) {
+		struct sheaf *e = barn_get_empty(s, c, c->sheaf_cap);
+		if (e) {
+			set_spare(c, take_main(c));
+			set_main(c, e, 0);
+			return;
+		}
+	} else if (atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed) < TUNE(s, barn_full_max)) {
+		struct sheaf *e = barn_get_empty(s, c, c->sheaf_cap);
+		if (e) {
+			struct sheaf *full = take_main(c);
+			uint32_t n = full->size;   /* once in the barn it is another thread's */
+			if (barn_put_full(s, c, full)) {
+				cpu_count(&c->sh_in, -(uint64_t)n);
+				set_main(c, e, 0);
+				return;
+			}
+			barn_put_empty(s, c, e);
+		}
+	} else {
+		stat_inc(s, c, USLAB_STAT_BARN_PUT_FAIL);
+	}
+	/* flush main in place */
+	uint32_t n = c->n;
+	slab_free_objects(s, c, c->objs, n, false);
+	stat_add(s, c, USLAB_STAT_SHEAF_FLUSH, n);
+	cpu_count(&c->sh_in, -(uint64_t)n);
+	cpu_set_n(c, 0);
+}
+
+/* x: checked, an object of s. */
+void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x)
+{
+	stat_inc(s, c, USLAB_STAT_FREE_SLOWPATH);
+	if (unlikely(!c->main)) {
+		sheaf_setup_cpu(s, c, c->sheaf_cap);
+		if (!c->main) {   /* no memory for a sheaf: straight to the slab */
+			slab_free_chain(s, c, page_obj_slab(x), x, x, 1, false);
+			return;
+		}
+	}
+	uint32_t n = c->n;
+	if (unlikely(n && x == c->objs[n - 1]))
+		slab_bad_free(s, page_obj_slab(x), x, "double free");
+	if (n == c->cap) {
+		make_room(s, c);
+		n = c->n;
+	}
+	c->objs[n] = x;
+	cpu_set_n(c, n + 1);
+	cpu_count(&c->sh_in, 1);
+}
+
+/* ---- bulk ---------------------------------------------------------------------- */
+
+size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+{
+	size_t i = 0;
+	if (unlikely(!c->main))
+		sheaf_setup_cpu(s, c, c->sheaf_cap);
+	while (i < nr) {
+		uint32_t n = c->n;
+		if (n) {   /* from the top of main, as single allocations would */
+			size_t k = MIN((size_t)n, nr - i);
+			for (size_t j = 0; j < k; j++)
+				objs[i + j] = c->objs[n - 1 - j];
+			cpu_set_n(c, n - (uint32_t)k);
+			cpu_count(&c->sh_in, -(uint64_t)k);
+			i += k;
+			continue;
+		}
+		if (c->main && ((c->spare && c->spare->size) ||
+				atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed))) {
+			if (refill_main(s, c) && c->n)
+				continue;
+		}
+		/* straight from the slabs into the caller's array, in chunks
+		 * (the node lock is not held for a whole large request) */
+		unsigned want = (unsigned)MIN(nr - i, (size_t)512);
+		unsigned got = slab_take_objects(s, c, objs + i, want);
+		if (!got) {
+			if (i)
+				slab_free_objects(s, c, objs, (unsigned)i, false);
+			stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
+			errno = ENOMEM;
+			return 0;
+		}
+		i += got;
+	}
+	return nr;
+}
+
+/* objs[]: checked objects of s (none NULL); the array is left as it was. */
+void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+{
+	size_t i = 0;
+	if (unlikely(!c->main))
+		sheaf_setup_cpu(s, c, c->sheaf_cap);
+	while (i < nr && c->main) {
+		uint32_t n = c->n, room = c->cap - n;
+		if (room) {
+			size_t k = MIN((size_t)room, nr - i);
+			for (size_t j = 0; j < k; j++) {
+				void *x = objs[i + j];
+				if (unlikely(x == c->objs[(int32_t)n - 1]))
+					slab_bad_free(s, page_obj_slab(x), x, "double free");
+				c->objs[n++] = x;
+			}
+			cpu_set_n(c, n);
+			cpu_count(&c->sh_in, k);
+			i += k;
+			continue;
+		}
+		/* main is full: swap or trade it, but flush the rest straight
+		 * to the slabs rather than main over and over */
+		struct sheaf *sp = c->spare;
+		bool room_cheap = (sp && !sp->size) || !sp ||
+				  atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed) <
+					  TUNE(s, barn_full_max);
+		if (!room_cheap)
+			break;
+		make_room(s, c);
+	}
+	while (i < nr) {   /* the rest, grouped by slab, from a copy (objs[] stays as it was) */
+		void *chunk[64];
+		unsigned k = (unsigned)MIN(nr - i, (size_t)64);
+		memcpy(chunk, objs + i, k * sizeof(void *));
+		slab_free_objects(s, c, chunk, k, false);
+		i += k;
+	}
+}
+
+/* ---- setup ----------------------------------------------------------------------- */
+
+void sheaf_init_cache(struct uslab_cache *s)
+{
+	pthread_mutex_init(&s->node.barn.lock, NULL);
+}
