@@ -2,10 +2,13 @@
 # Build and run the whole test suite: a normal build, an AddressSanitizer +
 # UBSan build and a ThreadSanitizer build, each under CTest; the normal build
 # again with slub_debug on every cache; the operation fuzzer; an ASan
-# build in which ASan itself sees uslab's objects; and the packaging test.
+# build in which ASan itself sees uslab's objects; the normal build again in
+# classic mode (slub_sheaf_capacity=0: no sheaves, SLUB's CPU slabs and CPU
+# partial lists); and the packaging test.
 #
-#   bash scripts/test.sh [normal|asan|tsan|debug|fuzz|track|package ...]   (default: all seven)
+#   bash scripts/test.sh [normal|asan|tsan|debug|classic|fuzz|track|package ...]   (default: all eight)
 #
+#   classic: the normal build's CTest suite with USLAB_OPTIONS=slub_sheaf_capacity=0.
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
 #          FIX, validate lines) may appear in any test's output.
@@ -28,13 +31,14 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug fuzz track package)
+[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic fuzz track package)
 
 run_variant() {
 	local name=$1 dir san
 	case $name in
 	normal) dir=build-test; san="" ;;
 	debug)  dir=build-test; san="" ;;
+	classic) dir=build-test; san="" ;;
 	asan)   dir=build-asan; san=address ;;
 	tsan)   dir=build-tsan; san=thread ;;
 	track)   # ASan sees uslab's objects as heap blocks (USLAB_TRACK=asan): test_track only,
@@ -55,7 +59,7 @@ run_variant() {
 		bash "$ROOT/tests/packaging/run.sh" "$ROOT/build-pkg"
 		echo "=== package: $((SECONDS - t0)) s ==="
 		return ;;
-	*) echo "test.sh: unknown variant '$name' (normal, asan, tsan, debug, fuzz, track, package)" >&2; exit 2 ;;
+	*) echo "test.sh: unknown variant '$name' (normal, asan, tsan, debug, classic, fuzz, track, package)" >&2; exit 2 ;;
 	esac
 	echo "=== $name build ($dir) ==="
 	cmake -S "$ROOT" -B "$ROOT/$dir" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -84,6 +88,8 @@ run_variant() {
 			exit 1
 		fi
 		grep -a -E '^ *[0-9]+/[0-9]+ Test|tests passed' "$log"
+	elif [ "$name" = classic ]; then
+		USLAB_OPTIONS=slub_sheaf_capacity=0 ctest --test-dir "$ROOT/$dir" --output-on-failure -j "$JOBS"
 	else
 		"${pre[@]}" ctest --test-dir "$ROOT/$dir" --output-on-failure -j "$JOBS"
 	fi

@@ -163,8 +163,13 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 			if (!x)
 				continue;
 			struct slab *slab = page_obj_slab(x);
-			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
+			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
+				if (kfence_owns(x)) {   /* a sampled object (from a single allocation) */
+					kfence_free(x, named, __builtin_return_address(0));
+					continue;
+				}
 				slab_bad_free(named, slab, x, "invalid free");
+			}
 			if (!c) {
 				if (s->debug) {   /* through every debug check, which counts it */
 					slab_debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);

@@ -182,6 +182,7 @@ static void internal_cache(struct uslab_cache *s, const char *name, size_t size,
 static void init_once_fn(void)
 {
 	options_init();
+	kfence_init();   /* USLAB_OPTIONS=kfence: the pool and the fault handler */
 	fork_init();
 	export_init();   /* USLAB_OPTIONS=export: the stats file for uslabinfo */
 	internal_cache(&cache_cache, "uslab_cache", sizeof(struct uslab_cache), 0);

@@ -50,6 +50,7 @@ static void tls_reset(void)
 	cpu_tls.nslots = 0;
 	cpu_tls.slots = NULL;
 	cpu_tls.thread = NULL;
+	cpu_tls.kf_left = 0;
 }
 
 static void fold(_Atomic uint64_t *to, _Atomic uint64_t *from)
@@ -147,6 +148,7 @@ static struct cpu_thread *thread_create(void)
 	}
 	cpu_tls.thread = t;
 	cpu_tls.kparts = t->kparts;
+	cpu_tls.kf_left = kfence_interval ? kfence_next_skip() : 0;   /* KFENCE sampling starts */
 	return t;
 }
 

@@ -58,7 +58,7 @@ static inline __attribute__((always_inline)) void *kmalloc(size_t size)
 		unsigned i = kmalloc_index(size);
 		struct cpu_cache *c = cpu_tls.kparts[i];
 		uint32_t n = c->n;
-		if (likely(n)) {
+		if (likely(n) && likely(!cpu_tls.kf_left)) {   /* (KFENCE counting: below) */
 			void *x = c->objs[n - 1];
 			cpu_set_n(c, n - 1);
 			track_alloc(x, kmalloc_caches[i]->object_size);

@@ -682,8 +682,13 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 {
 	struct uslab_cache *named = s;   /* the cache the caller named, for reports */
 	s = cache_root(s);
-	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
+	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
+		if (kfence_owns(x)) {   /* a sampled object: outside every segment */
+			kfence_free(x, named, caller);
+			return;
+		}
 		slab_bad_free(named, slab, x, "invalid free");
+	}
 	if (unlikely(s->debug)) {
 		slab_debug_free(s, slab, x, caller, USLAB_STAT_FREE_SLOWPATH);
 		return;

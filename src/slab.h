@@ -440,6 +440,7 @@ struct cpu_tls {
 	struct cpu_cache **kparts; /* this thread's CPU parts by kmalloc class */
 	struct cpu_cache **slots;  /* CPU parts indexed by cache id (&cpu_empty where none) */
 	unsigned nslots;           /* 0 until the thread's first slow path */
+	uint32_t kf_left;          /* allocations until the next KFENCE sample; 0: off (kfence.h) */
 	bool dead;                 /* exiting: no CPU parts any more */
 	bool creating;             /* setting up the thread: no CPU parts yet */
 	struct cpu_thread *thread;
@@ -549,6 +550,7 @@ USLAB_HIDDEN void export_init(void);
 
 /* ---- the fast paths ------------------------------------------------------ */
 /* Shared by the cache API and the malloc family; each stays on one screen. */
+#include "kfence.h"
 
 /* Pop main (sheaves), else the CPU free list (classic): no lock, no
  * atomic read-modify-write. The allocation is not counted here (stats.c
@@ -559,6 +561,8 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct 
 	struct cpu_cache *c = cpu_this(s);
 	uint32_t n = c->n;
 	void *x;
+	if (unlikely(cpu_tls.kf_left) && --cpu_tls.kf_left == 0)   /* KFENCE sampling on, and due */
+		return kfence_alloc_slow(s, asked, __builtin_return_address(0));
 	if (likely(n)) {
 		x = c->objs[n - 1];
 		cpu_set_n(c, n - 1);
