@@ -7,6 +7,7 @@
 #
 #   bench/peers.sh [--quick] [--reps N] [--peers "glibc jemalloc tcmalloc mimalloc uslab"]
 #                  [--workloads "uhackbench larson ..."] [--no-install] [--no-chart] [--no-save]
+#                  [--raw FILE]
 #
 # Workloads (bench/mbench/*.c, plain malloc/free programs, and uhackbench):
 #   uhackbench     bench/uhackbench --mode malloc, 10 groups (messages of 256 B)
@@ -18,6 +19,15 @@
 #   strbuild       realloc-heavy string builder, strings up to 1 MiB
 #   churn          random replacement over every class, 2 x 100,000 live blocks
 #   largealloc     64 KiB .. 64 MiB blocks, every page written
+#   xfree          2 threads, a shared live set of 200,000 blocks of 8..1024 B
+#                  (log-uniform); rounds of random-order frees of blocks
+#                  allocated rounds before, by the same thread or the other,
+#                  each replaced by a new block
+#   mthread        glibc bench-malloc-thread style: 2 threads, 1024 slots
+#                  each, free a random slot and allocate 8..512 B (a tail to
+#                  4 KiB) into it, 20 M times per thread
+#   smallloop      one thread, 16..64 B: malloc+free pairs and bursts of
+#                  8..64 blocks freed LIFO or FIFO
 #
 # Prints a table: per workload and allocator the median time and peak RSS
 # with their ratio to mimalloc, and a geometric-mean row (over workloads) of
@@ -30,6 +40,10 @@
 # Full runs take several minutes on a 2-vCPU machine; --quick (tiny sizes,
 # 1 repetition unless --reps) is a smoke test of the script itself. The
 # build directory is build-bench (USLAB_BENCH_BUILD=dir to change).
+# USLAB_OPTIONS in the environment reaches every run (uslab's runs are the
+# ones it changes). --raw FILE also appends each sample, as a line
+# "workload allocator seconds maxrss_kib", to FILE (bench/experiments uses
+# it for the sheaf_capacity sweep).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,10 +57,11 @@ PY=/usr/bin/python3
 quick=0
 reps=""
 peers="glibc jemalloc tcmalloc mimalloc uslab"
-workloads="uhackbench larson cache_scratch cache_thrash prodcons strbuild churn largealloc"
+workloads="uhackbench larson cache_scratch cache_thrash prodcons strbuild churn largealloc xfree mthread smallloop"
 install=1
 chart=1
 save=1
+rawout=""
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -57,6 +72,7 @@ while [ $# -gt 0 ]; do
 	--no-install) install=0 ;;
 	--no-chart) chart=0 ;;
 	--no-save) save=0 ;;
+	--raw) rawout=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "peers.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -122,6 +138,9 @@ CMD[prodcons]="$MB/prodcons 1 2000000 4096 1024";      QCMD[prodcons]="$MB/prodc
 CMD[strbuild]="$MB/strbuild 10 200 1048576";           QCMD[strbuild]="$MB/strbuild 1 20 65536"
 CMD[churn]="$MB/churn 2 3000000 100000 32768";         QCMD[churn]="$MB/churn 2 20000 5000 32768"
 CMD[largealloc]="$MB/largealloc 2000 8";               QCMD[largealloc]="$MB/largealloc 30 4 65536 8388608"
+CMD[xfree]="$MB/xfree 2 200000 30 50000 256 1024";     QCMD[xfree]="$MB/xfree 2 20000 3 5000 256 1024"
+CMD[mthread]="$MB/mthread 2 20000000 1024 4096";       QCMD[mthread]="$MB/mthread 2 200000 1024 4096"
+CMD[smallloop]="$MB/smallloop 1000000 16";             QCMD[smallloop]="$MB/smallloop 20000 16"
 wl=()
 for w in $workloads; do
 	[ -n "${CMD[$w]+x}" ] || { echo "peers.sh: unknown workload '$w'" >&2; exit 2; }
@@ -149,6 +168,7 @@ for ((r = 0; r < reps; r++)); do
 				continue
 			fi
 			echo "$w $p $sec $kib" >>"$RAW"
+			[ -z "$rawout" ] || echo "$w $p $sec $kib" >>"$rawout"
 			printf '  rep %d %-14s %-9s %8.3f s %9d KiB\n' $((r + 1)) "$w" "$p" "$sec" "$kib"
 		done
 	done
