@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# bench/experiments/experiments.sh: the reference experiments of issue 3,
-# after the threads in shared/reference/.
+# bench/experiments/experiments.sh: the reference experiments of issues 3
+# and 10, after the threads in shared/reference/.
 #
-#   bench/experiments/experiments.sh [--quick] [--no-wait] [--no-save] [--only "1 2 3 4"]
+#   bench/experiments/experiments.sh [--quick] [--no-wait] [--no-save] [--only "1 2 3 4 5 6 7"]
+#
+# --only takes experiment numbers separated by spaces or commas (--only 5,6,7);
+# the default is all seven.
 #
 # 1. uhackbench (threads, ring transport; pipe transport at 10 groups as a
 #    check), per-CPU partial lists off (USLAB_OPTIONS="uhackbench-msg:
 #    cpu_partial=0") against the default, at 1, 5, 10 and 20 groups: time
-#    and node-lock acquisitions per million operations (2011 thread).
+#    and node-lock acquisitions per million operations (2011 thread). Both
+#    arms run in classic mode (slub_sheaf_capacity=0): CPU partial lists
+#    exist only there.
 # 2. exp_bulk: ns per object of alloc_bulk+free_bulk of N against N single
 #    allocs and frees, N = 1 .. 250, with defaults and with cpu_partial=256
 #    min_partial=9 (slab_bulk_test01 and the 2015 thread's tuning).
@@ -16,16 +21,41 @@
 #    slab_nomerge, and merged + tuned (2015 thread).
 # 4. exp_order: slub_max_order=0, 1, 3 on a fragmenting workload, without a
 #    limit and with RLIMIT_AS 160 MiB above the start (2009 thread).
+# 5. The 2010 table: uhackbench (ring transport) in cache mode and in malloc
+#    mode (LD_PRELOAD of libuslab-malloc.so), at 1, 10 and 100 groups,
+#    classic mode (slub_sheaf_capacity=0) against sheaves (the default):
+#    time, node-lock acquisitions per million operations (malloc mode: of
+#    all kmalloc caches, read through `uslabinfo run --json`, which asks the
+#    process for a snapshot every 200 ms), peak RSS; laid out as Lameter's
+#    SLAB/SLUB/SLUB+Q table. Loops per group count: HB2010_ROWS
+#    ("GROUPS:LOOPS ...", default "1:2000 10:200 100:60").
+# 6. exp_cold: 1,000,000 objects of 64..256 B allocated, freed in random
+#    order, allocated again: ns per free and per allocation, for uslab
+#    classic and sheaves (malloc through LD_PRELOAD, and the cache API on a
+#    128-byte cache), glibc and mimalloc; allocations writing the object's
+#    first 8 bytes (touch 1) and not (touch 0).
+# 7. sheaf_capacity sweep: slub_sheaf_capacity=N for N in SWEEP_CAPS
+#    (default "0 8 16 32 61 128 256 default"; 0 is classic mode, default the
+#    per-cache capacities) on uhackbench (cache mode, 10 groups) and on
+#    bench/peers.sh's workloads under uslab (peers.sh --peers uslab --raw,
+#    built in the same directory; SWEEP_WORKLOADS to pick some): time and
+#    peak RSS per capacity.
 #
-# Builds libuslab and uhackbench in $USLAB_EXP_BUILD (default build-exp,
-# configured RelWithDebInfo = -O2 -g if it does not exist) and compiles the
-# experiment programs there (bench/experiments/*.c against the shared
-# libuslab, as bench/ does). Waits up to 10 minutes for the 1-minute load
-# average to drop below 1.0 (--no-wait: do not), and says in the results if
-# it did not. Results: bench/results/<date>-<host>-experiments.md with the
-# machine description, the tables and the raw samples, and PNG plots beside
-# it (python3-matplotlib; the tables are written without it).
-# --quick: small sizes and 1-2 repetitions, for a smoke test (about 20 s).
+# Every experiment interleaves its configurations (each repetition runs all
+# of them, in an order that alternates or rotates) and reports medians.
+# Builds libuslab, libuslab-malloc, uhackbench, uslabinfo and exp_cold(_cache)
+# in $USLAB_EXP_BUILD (default build-exp, configured RelWithDebInfo = -O2 -g
+# if it does not exist) and compiles the other experiment programs there
+# (bench/experiments/*.c against the shared libuslab, as bench/ does). Waits
+# up to 10 minutes for the 1-minute load average to drop below 1.0
+# (--no-wait: do not), and says in the results if it did not. Results:
+# bench/results/<date>-<host>-experiments.md with the machine description,
+# the tables and the raw samples, and PNG plots beside it
+# (python3-matplotlib; the tables are written without it).
+# --quick: small sizes and 1 repetition, for a smoke test (about 30 s for
+# all seven on a quiet 2-vCPU machine).
+# Full runs on a 2-vCPU machine: 1-4 about 1 min, 5 about 3 min, 6 about
+# 1.5 min, 7 about 6 min.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,7 +65,7 @@ cmdline="bench/experiments/experiments.sh${*:+ $*}"
 quick=0
 wait_load=1
 save=1
-only="1 2 3 4"
+only="1 2 3 4 5 6 7"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
@@ -47,6 +77,13 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
+only=" ${only//,/ } "
+for e in $only; do
+	case $e in
+	[1-7]) ;;
+	*) echo "experiments.sh: --only: unknown experiment '$e' (1 .. 7)" >&2; exit 2 ;;
+	esac
+done
 log() { printf '%s\n' "$*" >&2; }
 
 # ---------------------------------------------------------------- sizes
@@ -55,12 +92,21 @@ if [ "$quick" = 1 ]; then
 	BULK_OBJS=300000; BULK_REPS=1
 	SKB_N=300000; SKB_REPS=1
 	ORD_REPS=1; ORD_CYCLES=6
+	HB10_REPS=1; HB10_ROWS_DEF="1:50 10:10 100:2"
+	COLD_REPS=1; COLD_OBJS=100000
+	SWEEP_REPS=1; SWEEP_HB_LOOPS=20
 else
 	HB_REPS=11; HB_LOOPS=500; PIPE_REPS=5   # hackbench times are noisy here: more runs
 	BULK_OBJS=2000000; BULK_REPS=5
 	SKB_N=2000000; SKB_REPS=5
 	ORD_REPS=3; ORD_CYCLES=12
+	HB10_REPS=7; HB10_ROWS_DEF="1:2000 10:200 100:60"
+	COLD_REPS=7; COLD_OBJS=1000000
+	SWEEP_REPS=3; SWEEP_HB_LOOPS=500
 fi
+HB10_ROWS=${HB2010_ROWS:-$HB10_ROWS_DEF}
+SWEEP_CAPS=${SWEEP_CAPS:-"0 8 16 32 61 128 256 default"}
+SWEEP_WORKLOADS=${SWEEP_WORKLOADS:-}
 GROUPS_LIST="1 5 10 20"
 ORD_LIMIT=160
 
@@ -74,8 +120,9 @@ fi
 if grep -q '^USLAB_SANITIZE:STRING=.\+' "$BUILD/CMakeCache.txt"; then
 	log "experiments.sh: $BUILD is a sanitizer build; use another USLAB_EXP_BUILD"; exit 1
 fi
-log "== building libuslab and uhackbench in $BUILD"
-cmake --build "$BUILD" --target uslab uhackbench >>"$BUILD/exp-build.log" 2>&1 || { cat "$BUILD/exp-build.log" >&2; exit 1; }
+log "== building libuslab, libuslab-malloc, uhackbench, uslabinfo and exp_cold in $BUILD"
+cmake --build "$BUILD" --target uslab uslab_malloc uhackbench uslabinfo exp_cold exp_cold_cache \
+	>>"$BUILD/exp-build.log" 2>&1 || { cat "$BUILD/exp-build.log" >&2; exit 1; }
 BIN=$BUILD/experiments
 mkdir -p "$BIN"
 for p in exp_bulk exp_skb exp_order; do
@@ -83,6 +130,10 @@ for p in exp_bulk exp_skb exp_order; do
 		-L"$BUILD" -luslab -Wl,-rpath,"$BUILD" -lpthread
 done
 HB=$BUILD/bench/uhackbench
+USLABINFO=$BUILD/uslabinfo
+MALLOC_LIB=$BUILD/libuslab-malloc.so
+MULTIARCH=$(gcc -print-multiarch 2>/dev/null || true)
+MIMALLOC_LIB=/usr/lib/${MULTIARCH:-x86_64-linux-gnu}/libmimalloc.so.2
 
 # ---------------------------------------------------------------- load
 load1() { cut -d' ' -f1 /proc/loadavg; }
@@ -113,8 +164,8 @@ field() { sed -n "s/.*[ ]$1[ =]\([0-9.]*\).*/\1/p" | head -n 1; }
 if [[ " $only " == *" 1 "* ]]; then
 	echo "transport,groups,mode,rep,time_s,ops,node_lock,cpu_partial_alloc,cpu_partial_free,alloc_slab,maxrss_kib" >"$DATA/exp1.csv"
 	run_hb() {   # transport groups mode rep
-		local tr=$1 g=$2 mode=$3 rep=$4 env=() out
-		[ "$mode" = off ] && env=(USLAB_OPTIONS="uhackbench-msg:cpu_partial=0")
+		local tr=$1 g=$2 mode=$3 rep=$4 env=(USLAB_OPTIONS="slub_sheaf_capacity=0") out
+		[ "$mode" = off ] && env=(USLAB_OPTIONS="slub_sheaf_capacity=0 uhackbench-msg:cpu_partial=0")
 		out=$(env "${env[@]}" "$HB" --transport "$tr" "$g" "$HB_LOOPS" 2>&1) || { log "$out"; exit 1; }
 		local t nl cpa cpf as rss ops
 		t=$(awk '/^Time:/ {print $2}' <<<"$out")
@@ -125,7 +176,7 @@ if [[ " $only " == *" 1 "* ]]; then
 		echo "$tr,$g,$mode,$rep,$t,$ops,$nl,$cpa,$cpf,$as,$rss" >>"$DATA/exp1.csv"
 		printf ' %s %ss nl=%s' "$mode" "$t" "$nl" >&2
 	}
-	log "== 1. uhackbench, cpu_partial default vs 0, ring transport, loops $HB_LOOPS x $HB_REPS"
+	log "== 1. uhackbench, classic mode, cpu_partial default vs 0, ring transport, loops $HB_LOOPS x $HB_REPS"
 	for ((r = 0; r < HB_REPS; r++)); do
 		for g in $GROUPS_LIST; do
 			printf ' rep %d groups %d:' "$((r + 1))" "$g" >&2
@@ -195,6 +246,129 @@ if [[ " $only " == *" 4 "* ]]; then
 		done
 	done
 fi
+# ---------------------------------------------------------------- 5. the 2010 table
+# Sum of events over every cache in a `uslabinfo run --json` report on stdin.
+json_events() {
+	"$PYJ" -c '
+import json, sys
+names = sys.argv[1:]
+doc = None
+for line in sys.stdin:
+    if line.startswith("{\"pid\""):
+        doc = json.loads(line)
+if doc is None:
+    sys.exit("no uslabinfo JSON in the output")
+tot = dict.fromkeys(names, 0)
+for c in doc["caches"]:
+    for n in names:
+        tot[n] += int(c["events"].get(n, 0))
+print(" ".join(f"{n}={tot[n]}" for n in names))
+' "$@"
+}
+PYJ=python3
+command -v python3 >/dev/null 2>&1 || PYJ=/usr/bin/python3
+if [[ " $only " == *" 5 "* ]]; then
+	echo "mode,groups,loops,config,rep,time_s,ops,node_lock,alloc_slab,free_slab,maxrss_kib" >"$DATA/exp5.csv"
+	run_hb10() {   # mode groups loops config rep
+		local mode=$1 g=$2 l=$3 cfg=$4 rep=$5 opts="" out t rss nl as fs ev
+		[ "$cfg" = classic ] && opts="slub_sheaf_capacity=0"
+		if [ "$mode" = cache ]; then
+			out=$(USLAB_OPTIONS="$opts" "$HB" --mode cache --transport ring "$g" "$l" 2>&1) || { log "$out"; exit 1; }
+			nl=$(field NODE_LOCK <<<"$out"); as=$(field ALLOC_SLAB <<<"$out"); fs=$(field FREE_SLAB <<<"$out")
+		else
+			out=$(USLAB_OPTIONS="$opts" "$USLABINFO" run --json -- env LD_PRELOAD="$MALLOC_LIB" \
+				"$HB" --mode malloc --transport ring "$g" "$l" 2>&1) || { log "$out"; exit 1; }
+			ev=$(json_events NODE_LOCK ALLOC_SLAB FREE_SLAB <<<"$out") || { log "$out"; exit 1; }
+			nl=$(sed -n 's/.*NODE_LOCK=\([0-9]*\).*/\1/p' <<<"$ev")
+			as=$(sed -n 's/.*ALLOC_SLAB=\([0-9]*\).*/\1/p' <<<"$ev")
+			fs=$(sed -n 's/.*FREE_SLAB=\([0-9]*\).*/\1/p' <<<"$ev")
+		fi
+		t=$(awk '/^Time:/ {print $2}' <<<"$out")
+		rss=$(awk '/^MaxRSS:/ {print $2}' <<<"$out")
+		echo "$mode,$g,$l,$cfg,$rep,$t,$((2 * g * 20 * 20 * l)),$nl,$as,$fs,$rss" >>"$DATA/exp5.csv"
+		printf ' %s %ss nl=%s' "$cfg" "$t" "$nl" >&2
+	}
+	log "== 5. the 2010 table: uhackbench (ring), classic vs sheaves, rows (groups:loops) $HB10_ROWS, x $HB10_REPS"
+	for ((r = 0; r < HB10_REPS; r++)); do
+		for row in $HB10_ROWS; do
+			g=${row%%:*} l=${row##*:}
+			for mode in cache malloc; do
+				printf ' rep %d %s groups %d loops %d:' "$((r + 1))" "$mode" "$g" "$l" >&2
+				if ((r % 2)); then cfgs="sheaves classic"; else cfgs="classic sheaves"; fi
+				for c in $cfgs; do run_hb10 "$mode" "$g" "$l" "$c" "$r"; done
+				printf '\n' >&2
+			done
+		done
+	done
+fi
+
+# ---------------------------------------------------------------- 6. cold objects
+if [[ " $only " == *" 6 "* ]]; then
+	echo "config,touch,rep,objects,alloc1_ns,free_ns,alloc2_ns,maxrss_kib,free_node_lock,alloc2_node_lock" >"$DATA/exp6.csv"
+	cold_cfgs="malloc-classic malloc-sheaves glibc"
+	if [ -e "$MIMALLOC_LIB" ]; then cold_cfgs="$cold_cfgs mimalloc"; else log "== 6. $MIMALLOC_LIB missing (Debian libmimalloc2.0): no mimalloc column"; fi
+	cold_cfgs="$cold_cfgs cache-classic cache-sheaves"
+	read -r -a cc <<<"$cold_cfgs"
+	log "== 6. exp_cold, $COLD_OBJS objects, ${#cc[@]} configurations x touch 1/0 x $COLD_REPS"
+	for ((r = 0; r < COLD_REPS; r++)); do
+		for touch in 1 0; do
+			printf ' rep %d touch %d:' "$((r + 1))" "$touch" >&2
+			for ((k = 0; k < ${#cc[@]}; k++)); do
+				cfg=${cc[$(((k + r) % ${#cc[@]}))]}
+				pre="" opts="" exe=$BUILD/bench/exp_cold
+				case $cfg in
+				malloc-classic) pre=$MALLOC_LIB; opts="slub_sheaf_capacity=0" ;;
+				malloc-sheaves) pre=$MALLOC_LIB ;;
+				mimalloc) pre=$MIMALLOC_LIB ;;
+				cache-classic) exe=$BUILD/bench/exp_cold_cache; opts="slub_sheaf_capacity=0" ;;
+				cache-sheaves) exe=$BUILD/bench/exp_cold_cache ;;
+				esac
+				envs=(USLAB_OPTIONS="$opts")
+				[ -n "$pre" ] && envs+=(LD_PRELOAD="$pre")
+				out=$(env -u LD_PRELOAD "${envs[@]}" "$exe" --objects "$COLD_OBJS" --touch "$touch" 2>&1) ||
+					{ log "$out"; exit 1; }
+				line=$(grep '^RESULT' <<<"$out")
+				v() { sed -n "s/.*[ ]$1=\([0-9.]*\).*/\1/p" <<<"$line"; }
+				fnl=$(sed -n 's/^stats: free .*NODE_LOCK=\([0-9]*\).*/\1/p' <<<"$out")
+				anl=$(sed -n 's/^stats: alloc2 .*NODE_LOCK=\([0-9]*\).*/\1/p' <<<"$out")
+				echo "$cfg,$touch,$r,$COLD_OBJS,$(v alloc1_ns),$(v free_ns),$(v alloc2_ns),$(v maxrss_kib),$fnl,$anl" >>"$DATA/exp6.csv"
+				grep '^stats:' <<<"$out" | sed "s/^/$cfg touch=$touch rep=$r /" >>"$DATA/exp6.stats" || true
+				printf ' %s %s/%s' "$cfg" "$(v free_ns)" "$(v alloc2_ns)" >&2
+			done
+			printf '\n' >&2
+		done
+	done
+fi
+
+# ---------------------------------------------------------------- 7. sheaf_capacity sweep
+if [[ " $only " == *" 7 "* ]]; then
+	echo "capacity,rep,time_s,ops,node_lock,maxrss_kib" >"$DATA/exp7_hb.csv"
+	echo "capacity,rep,workload,time_s,maxrss_kib" >"$DATA/exp7_peers.csv"
+	read -r -a caps <<<"$SWEEP_CAPS"
+	peers_args=(--peers uslab --reps 1 --no-save --no-chart --no-install)
+	[ "$quick" = 1 ] && peers_args+=(--quick)
+	[ -n "$SWEEP_WORKLOADS" ] && peers_args+=(--workloads "$SWEEP_WORKLOADS")
+	log "== 7. sheaf_capacity sweep: $SWEEP_CAPS; uhackbench cache 10 groups x $SWEEP_HB_LOOPS loops, peers.sh workloads$([ "$quick" = 1 ] && echo ' (quick)'); x $SWEEP_REPS"
+	for ((r = 0; r < SWEEP_REPS; r++)); do
+		for ((k = 0; k < ${#caps[@]}; k++)); do
+			cap=${caps[$(((k + r) % ${#caps[@]}))]}
+			opts="slub_sheaf_capacity=$cap"
+			[ "$cap" = default ] && opts=""
+			out=$(USLAB_OPTIONS="$opts" "$HB" --mode cache --transport ring 10 "$SWEEP_HB_LOOPS" 2>&1) || { log "$out"; exit 1; }
+			t=$(awk '/^Time:/ {print $2}' <<<"$out"); rss=$(awk '/^MaxRSS:/ {print $2}' <<<"$out")
+			nl=$(field NODE_LOCK <<<"$out")
+			echo "$cap,$r,$t,$((2 * 10 * 20 * 20 * SWEEP_HB_LOOPS)),$nl,$rss" >>"$DATA/exp7_hb.csv"
+			log "  rep $((r + 1)) capacity $cap: uhackbench ${t}s nl=$nl rss=${rss}KiB"
+			rm -f "$DATA/peers.raw"
+			USLAB_OPTIONS="$opts" USLAB_BENCH_BUILD="$BUILD" bash "$ROOT/bench/peers.sh" "${peers_args[@]}" \
+				--raw "$DATA/peers.raw" >"$DATA/peers.out" 2>&1 || { cat "$DATA/peers.out" >&2; exit 1; }
+			grep -q . "$DATA/peers.raw" 2>/dev/null || { cat "$DATA/peers.out" >&2; log "peers.sh wrote no samples"; exit 1; }
+			grep 'failed' "$DATA/peers.out" >&2 || true
+			awk -v c="$cap" -v r="$r" '{ printf "%s,%s,%s,%s,%s\n", c, r, $1, $3, $4 }' "$DATA/peers.raw" >>"$DATA/exp7_peers.csv"
+			awk '{ printf "%s %.3fs %dKiB; ", $1, $3, $4 } END { printf "\n" }' "$DATA/peers.raw" | sed 's/^/    /' >&2
+		done
+	done
+fi
 elapsed=$(($(date +%s) - start_epoch))
 
 # ---------------------------------------------------------------- report
@@ -219,7 +393,7 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
 if [ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ]; then rev="$rev (src/include modified)"; fi
 {
-	echo "# uslab issue 3 experiments, $day, $host"
+	echo "# uslab experiments (issues 3 and 10), $day, $host"
 	echo
 	echo "- CPU: ${cpu:-unknown}, $(nproc) CPUs online; memory $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
 	echo "- Kernel: $(uname -srm)"
@@ -228,7 +402,7 @@ if [ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ]; the
 	echo "- Load average at start: $load_at_start${loaded:+ — the machine was loaded (1-minute load >= 1.0): $loaded}; total run ${elapsed}s"
 	echo "- Command: \`$cmdline\`"
 	echo
-	"$PY" "$HERE/report.py" "$DATA" "$base" "$HB_LOOPS"
+	"$PY" "$HERE/report.py" "$DATA" "$base" "$HB_LOOPS" "$SWEEP_HB_LOOPS"
 } >"$DATA/report.md"
 if [ "$save" = 1 ]; then
 	cp "$DATA/report.md" "$base.md"

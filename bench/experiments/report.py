@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
-"""Tables (markdown, to stdout) and plots (PNG) of the issue-3 experiments.
+"""Tables (markdown, to stdout) and plots (PNG) of the experiments of issues 3 and 10.
 
-    report.py DATA_DIR OUT_BASE HB_LOOPS
+    report.py DATA_DIR OUT_BASE HB_LOOPS [SWEEP_HB_LOOPS]
 
-DATA_DIR holds exp1.csv .. exp4.csv written by experiments.sh; the plots go
-to OUT_BASE-exp1.png .. -exp4.png (needs python3-matplotlib; without it the
+DATA_DIR holds exp1.csv .. exp4.csv, exp5.csv, exp6.csv, exp7_hb.csv and
+exp7_peers.csv written by experiments.sh (any subset); the plots go to
+OUT_BASE-exp1.png .. -exp7.png (needs python3-matplotlib; without it the
 tables are still written and a note says so). Every cell is a median over
 the repetitions; the raw samples follow the tables.
 """
 import csv
+import math
 import os
 import statistics
 import sys
 from collections import defaultdict
 
 data_dir, out_base, hb_loops = sys.argv[1], sys.argv[2], sys.argv[3]
+sweep_hb_loops = sys.argv[4] if len(sys.argv) > 4 else "?"
 
 try:
     import matplotlib
@@ -61,7 +64,8 @@ if r1:
     out("## 1. Per-CPU partial lists: uhackbench, cpu_partial=0 (before) vs default (after)")
     out()
     out(f"Threads, 20 senders + 20 receivers per group, {hb_loops} loops, 100-byte messages from one cache "
-        "(`uhackbench-msg`); before = `USLAB_OPTIONS=\"uhackbench-msg:cpu_partial=0\"`, after = the default "
+        "(`uhackbench-msg`), classic mode (`slub_sheaf_capacity=0`, where CPU partial lists exist) in both arms; "
+        "before = `USLAB_OPTIONS=\"slub_sheaf_capacity=0 uhackbench-msg:cpu_partial=0\"`, after = the default "
         "cpu_partial. Ops = allocations + frees = 2 x groups x 20 x 20 x loops. NL/Mop = node-lock "
         "acquisitions per million operations. Medians; % = (after - before) / before.")
     out()
@@ -257,13 +261,236 @@ if r4:
             a.legend(fontsize=7)
         png(fig, 4)
 
+# ---------------------------------------------------------------- 5
+def sortkey_groups(g):
+    return -g
+
+
+r5 = rows("exp5.csv")
+if r5:
+    out("## 5. The 2010 table: classic SLUB vs sheaves (uhackbench, ring transport)")
+    out()
+    out("Lameter's SLAB/SLUB/SLUB+Q hackbench table (2010 queuing thread), scaled to this machine: threads, "
+        "20 senders + 20 receivers per group, 100-byte messages, ring transport. classic = "
+        "`USLAB_OPTIONS=slub_sheaf_capacity=0` (CPU slab + CPU partial lists), sheaves = the default. "
+        "cache mode: one uslab cache (`uhackbench-msg`), node-lock count of that cache as uhackbench prints it; "
+        "malloc mode: `LD_PRELOAD=libuslab-malloc.so`, node-lock count summed over every cache, from "
+        "`uslabinfo run --json` (which asks the process for a snapshot every 200 ms, in both arms). "
+        "Ops = allocations + frees = 2 x groups x 20 x 20 x loops; NL/Mop = node-lock acquisitions per "
+        "million operations. Medians; % = (sheaves - classic) / classic.")
+    out()
+    g5 = defaultdict(list)
+    for r in r5:
+        g5[(r["mode"], int(r["groups"]), int(r["loops"]), r["config"])].append(r)
+    modes = [m for m in ("cache", "malloc") if any(k[0] == m for k in g5)]
+    rows5 = sorted({(k[0], k[1], k[2]) for k in g5}, key=lambda k: (modes.index(k[0]), -k[1], k[2]))
+    res5 = {}
+    out("| mode | groups | loops | classic: time (s) | sheaves: time (s) | time % | classic: NL/Mop | "
+        "sheaves: NL/Mop | NL % | classic: peak RSS (MiB) | sheaves: peak RSS (MiB) |")
+    out("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for m, g, l in rows5:
+        c, q = g5.get((m, g, l, "classic"), []), g5.get((m, g, l, "sheaves"), [])
+        if not c or not q:
+            continue
+        tc, tq = med(x["time_s"] for x in c), med(x["time_s"] for x in q)
+        nc = med(float(x["node_lock"]) / float(x["ops"]) * 1e6 for x in c)
+        nq = med(float(x["node_lock"]) / float(x["ops"]) * 1e6 for x in q)
+        rc, rq = med(x["maxrss_kib"] for x in c) / 1024, med(x["maxrss_kib"] for x in q) / 1024
+        res5[(m, g, l)] = (tc, tq, nc, nq)
+        out(f"| {m} | {g} | {l} | {tc:.3f} | {tq:.3f} | {pct(tc, tq):+.1f} % | {nc:.1f} | {nq:.1f} | "
+            f"{pct(nc, nq):+.1f} % | {rc:.1f} | {rq:.1f} |")
+    out()
+    out("In the 2010 thread's form (time in seconds, smaller is better; NL/Mop in brackets):")
+    out()
+    out("```")
+    out(f"{'Groups':>6s} {'NR':>6s} {'Mode':>7s} {'Classic':>9s} {'Sheaves':>9s} {'%':>5s}"
+        f"   {'(NL/Mop classic':>16s} {'sheaves)':>9s}")
+    out("-" * 76)
+    for (m, g, l), (tc, tq, nc, nq) in res5.items():
+        out(f"{g:6d} {l:6d} {m:>7s} {tc:9.3f} {tq:9.3f} {pct(tc, tq):+5.0f}   ({nc:15.1f} {nq:8.1f})")
+    out("```")
+    out()
+    if plt and res5:
+        fig, ax = plt.subplots(len(modes), 2, figsize=(10, 3.6 * len(modes)), squeeze=False)
+        w = 0.38
+        for i, m in enumerate(modes):
+            ks = [k for k in res5 if k[0] == m]
+            ks.sort(key=lambda k: k[1])
+            x = range(len(ks))
+            labels = [f"{k[1]} ({k[2]})" for k in ks]
+            for j, (what, a, b) in enumerate((("time (s), median", 0, 1), ("node-lock acquisitions per Mop", 2, 3))):
+                axx = ax[i][j]
+                axx.bar([v - w / 2 for v in x], [res5[k][a] for k in ks], w, label="classic")
+                axx.bar([v + w / 2 for v in x], [res5[k][b] for k in ks], w, label="sheaves")
+                axx.set_xticks(list(x), labels)
+                axx.set_xlabel("groups (loops)")
+                axx.set_ylabel(what)
+                if j == 0:
+                    axx.set_yscale("log")
+                axx.set_title(f"uhackbench {m} mode: {'time' if j == 0 else 'node lock'}")
+                axx.legend(fontsize=8)
+        png(fig, 5)
+
+# ---------------------------------------------------------------- 6
+r6 = rows("exp6.csv")
+if r6:
+    objs = r6[0]["objects"]
+    out("## 6. Cold objects: allocate, free in random order, allocate again")
+    out()
+    out(f"One thread: {int(objs):,} allocations of 64..256 bytes (uniform, fixed seed), then all freed in a "
+        "random order (objects never read before their free, far more than the caches hold: every free meets a "
+        "cold object), then as many allocations again; each phase timed alone, ns per operation. "
+        "touch 1: each allocation's first 8 bytes are written in the timed loop (as a program initialising "
+        "it); touch 0: the calls alone (the first allocations' objects are written once, untimed, before the "
+        "frees, so no free pays a first page fault). malloc-classic/-sheaves: `LD_PRELOAD=libuslab-malloc.so` with "
+        "`USLAB_OPTIONS=slub_sheaf_capacity=0` / the default; glibc: no preload; mimalloc: "
+        "`LD_PRELOAD=libmimalloc.so.2`; cache-classic/-sheaves: uslab_cache_alloc/free on one 128-byte cache. "
+        "Medians.")
+    out()
+    g6 = defaultdict(list)
+    for r in r6:
+        g6[(r["config"], int(r["touch"]))].append(r)
+    order6 = ["malloc-classic", "malloc-sheaves", "glibc", "mimalloc", "jemalloc", "tcmalloc",
+              "cache-classic", "cache-sheaves"]
+    cfgs6 = [c for c in order6 if any(k[0] == c for k in g6)] + \
+        sorted({k[0] for k in g6} - set(order6))
+    out("| configuration | free (ns) | alloc again (ns) | free, touch 0 run (ns) | alloc again, no touch (ns) "
+        "| first alloc (ns) | peak RSS (MiB) | NODE_LOCK in free / alloc again |")
+    out("|---|--:|--:|--:|--:|--:|--:|--:|")
+    plot6 = []
+    for c in cfgs6:
+        t1, t0 = g6.get((c, 1), []), g6.get((c, 0), [])
+
+        def m6(xs, f, scale=1.0):
+            return med(x[f] for x in xs) / scale if xs else float("nan")
+        nl = ""
+        if t1 and t1[0]["free_node_lock"] != "":
+            nl = f"{m6(t1, 'free_node_lock'):.0f} / {m6(t1, 'alloc2_node_lock'):.0f}"
+        row = (m6(t1, "free_ns"), m6(t1, "alloc2_ns"), m6(t0, "free_ns"), m6(t0, "alloc2_ns"))
+        plot6.append((c,) + row)
+        out(f"| {c} | {row[0]:.1f} | {row[1]:.1f} | {row[2]:.1f} | {row[3]:.1f} | {m6(t1, 'alloc1_ns'):.1f} | "
+            f"{m6(t1, 'maxrss_kib', 1024):.1f} | {nl} |")
+    out()
+    st = os.path.join(data_dir, "exp6.stats")
+    if os.path.exists(st):
+        out("<details><summary>uslab cache events per phase (cache-* configurations, every run)</summary>")
+        out()
+        out("```")
+        out(open(st).read().rstrip())
+        out("```")
+        out()
+        out("</details>")
+        out()
+    if plt and plot6:
+        fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(plot6)), 4.5))
+        labels = ("free", "alloc again", "free (touch 0 run)", "alloc again (no touch)")
+        w = 0.8 / len(labels)
+        for j, lab in enumerate(labels):
+            ax.bar([i + (j - (len(labels) - 1) / 2) * w for i in range(len(plot6))], [p[1 + j] for p in plot6], w,
+                   label=lab)
+        ax.set_xticks(range(len(plot6)), [p[0] for p in plot6], rotation=20, ha="right")
+        ax.set_ylabel("ns per operation (median)")
+        ax.set_title(f"cold objects: {int(objs):,} objects, random-order free, allocate again")
+        ax.legend(fontsize=8)
+        png(fig, 6)
+
+# ---------------------------------------------------------------- 7
+r7h, r7p = rows("exp7_hb.csv"), rows("exp7_peers.csv")
+if r7h or r7p:
+    def capkey(c):
+        return (1, 0) if c == "default" else (0, int(c))
+
+    def caplabel(c):
+        return {"0": "0 (classic)", "default": "default"}.get(c, c)
+    caps = sorted({r["capacity"] for r in r7h + r7p}, key=capkey)
+    ref = "default" if "default" in caps else caps[0]
+    out("## 7. sheaf_capacity sweep")
+    out()
+    out("`USLAB_OPTIONS=slub_sheaf_capacity=N` sets the capacity of every cache (kmalloc classes included); "
+        "0 is classic mode; default = no option (each cache's own capacity, smaller for bigger objects). "
+        f"Medians; ratios are to {caplabel(ref)}.")
+    out()
+    series = {}   # workload -> cap -> (time, rss_kib)
+    if r7h:
+        out(f"uhackbench, cache mode, 10 groups, {sweep_hb_loops} loops (ring transport):")
+        out()
+        out("| sheaf_capacity | time (s) | NL/Mop | peak RSS (MiB) |")
+        out("|---|--:|--:|--:|")
+        g7 = defaultdict(list)
+        for r in r7h:
+            g7[r["capacity"]].append(r)
+        for c in caps:
+            xs = g7.get(c)
+            if not xs:
+                continue
+            t = med(x["time_s"] for x in xs)
+            nl = med(float(x["node_lock"]) / float(x["ops"]) * 1e6 for x in xs)
+            rs = med(x["maxrss_kib"] for x in xs)
+            series.setdefault("uhackbench-cache", {})[c] = (t, rs)
+            out(f"| {caplabel(c)} | {t:.3f} | {nl:.1f} | {rs / 1024:.1f} |")
+        out()
+    if r7p:
+        g7p = defaultdict(list)
+        for r in r7p:
+            g7p[(r["workload"], r["capacity"])].append(r)
+        wls = []
+        for r in r7p:
+            if r["workload"] not in wls:
+                wls.append(r["workload"])
+        for w in wls:
+            for c in caps:
+                xs = g7p.get((w, c))
+                if xs:
+                    series.setdefault(w, {})[c] = (med(x["time_s"] for x in xs), med(x["maxrss_kib"] for x in xs))
+        for what, idx, unit in (("time (s)", 0, 1.0), ("peak RSS (MiB)", 1, 1024.0)):
+            out(f"bench/peers.sh workloads under uslab (full or --quick sizes as run), {what}:")
+            out()
+            out("| workload | " + " | ".join(caplabel(c) for c in caps) + " |")
+            out("|---|" + "--:|" * len(caps))
+            logs = defaultdict(list)
+            for w in wls:
+                cells = []
+                for c in caps:
+                    v = series.get(w, {}).get(c)
+                    cells.append(f"{v[idx] / unit:.3f}" if v and idx == 0 else f"{v[idx] / unit:.1f}" if v else "-")
+                    b = series.get(w, {}).get(ref)
+                    if v and b and b[idx] > 0 and v[idx] > 0:
+                        logs[c].append(math.log(v[idx] / b[idx]))
+                out(f"| {w} | " + " | ".join(cells) + " |")
+            out(f"| **geometric mean / {caplabel(ref)}** | " +
+                " | ".join(f"**{math.exp(sum(logs[c]) / len(logs[c])):.3f}**" if logs[c] else "-" for c in caps) + " |")
+            out()
+    if plt and series:
+        fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+        xs = list(range(len(caps)))
+        colors = plt.get_cmap("tab20").colors
+        markers = "os^vD<>ph*xP"
+        for i, (w, d) in enumerate(series.items()):
+            b = d.get(ref)
+            if not b:
+                continue
+            for j in (0, 1):
+                ax[j].plot([x for x, c in zip(xs, caps) if c in d and b[j] > 0],
+                           [d[c][j] / b[j] for c in caps if c in d and b[j] > 0], marker=markers[i % len(markers)],
+                           color=colors[i % len(colors)], label=w)
+        for j, t in enumerate(("time", "peak RSS")):
+            ax[j].axhline(1.0, color="black", linewidth=0.8)
+            ax[j].set_xticks(xs, [caplabel(c) for c in caps], rotation=20)
+            ax[j].set_xlabel("slub_sheaf_capacity")
+            ax[j].set_ylabel(f"{t} / {caplabel(ref)} (log scale)")
+            ax[j].set_yscale("log", base=2)
+            ax[j].set_title(f"sheaf_capacity sweep: {t}")
+        ax[1].legend(fontsize=7, ncol=2)
+        png(fig, 7)
+
 if plot_note:
     out(plot_note)
     out()
 
 out("## Raw samples")
 out()
-for name in ("exp1.csv", "exp2.csv", "exp3.csv", "exp4.csv"):
+for name in ("exp1.csv", "exp2.csv", "exp3.csv", "exp4.csv", "exp5.csv", "exp6.csv", "exp7_hb.csv",
+             "exp7_peers.csv"):
     path = os.path.join(data_dir, name)
     if os.path.exists(path):
         out(f"<details><summary>{name}</summary>")
