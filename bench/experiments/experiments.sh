@@ -28,7 +28,8 @@
 #    all kmalloc caches, read through `uslabinfo run --json`, which asks the
 #    process for a snapshot every 200 ms), peak RSS; laid out as Lameter's
 #    SLAB/SLUB/SLUB+Q table. Loops per group count: HB2010_ROWS
-#    ("GROUPS:LOOPS ...", default "1:2000 10:200 100:60").
+#    ("GROUPS:LOOPS ...", default "1:5000 10:500 100:60": each row about
+#    1-3 s on a quiet 2-vCPU machine).
 # 6. exp_cold: 1,000,000 objects of 64..256 B allocated, freed in random
 #    order, allocated again: ns per free and per allocation, for uslab
 #    classic and sheaves (malloc through LD_PRELOAD, and the cache API on a
@@ -55,7 +56,7 @@
 # --quick: small sizes and 1 repetition, for a smoke test (about 30 s for
 # all seven on a quiet 2-vCPU machine).
 # Full runs on a 2-vCPU machine: 1-4 about 1 min, 5 about 3 min, 6 about
-# 1.5 min, 7 about 6 min.
+# 1.5 min, 7 about 6-8 min (peers.sh's largealloc under uslab is most of it).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -100,7 +101,7 @@ else
 	BULK_OBJS=2000000; BULK_REPS=5
 	SKB_N=2000000; SKB_REPS=5
 	ORD_REPS=3; ORD_CYCLES=12
-	HB10_REPS=7; HB10_ROWS_DEF="1:2000 10:200 100:60"
+	HB10_REPS=7; HB10_ROWS_DEF="1:5000 10:500 100:60"
 	COLD_REPS=7; COLD_OBJS=1000000
 	SWEEP_REPS=3; SWEEP_HB_LOOPS=500
 fi
