@@ -56,7 +56,7 @@
 # --quick: small sizes and 1 repetition, for a smoke test (about 30 s for
 # all seven on a quiet 2-vCPU machine).
 # Full runs on a 2-vCPU machine: 1-4 about 1 min, 5 about 3 min, 6 about
-# 1.5 min, 7 about 6-8 min (peers.sh's largealloc under uslab is most of it).
+# 1.5 min, 7 about 6-8 min (about half of it peers.sh's largealloc under uslab).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
