@@ -157,7 +157,7 @@ USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
 
 /*
  * Tunables, at run time, as the kernel's /sys/kernel/slab/<cache>/ files:
- *   "sheaf_capacity"  objects per sheaf (0..509). Each thread that uses the
+ *   "sheaf_capacity"  objects per sheaf (0..508). Each thread that uses the
  *                  cache holds two sheaves (main and spare): allocation pops
  *                  and free pushes there without touching the object or its
  *                  slab. 0 is classic mode: SLUB's CPU slab and CPU partial

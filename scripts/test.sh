@@ -9,6 +9,9 @@
 #   bash scripts/test.sh [normal|asan|tsan|debug|classic|fuzz|track|package ...]   (default: all eight)
 #
 #   classic: the normal build's CTest suite with USLAB_OPTIONS=slub_sheaf_capacity=0.
+# Tests labelled "slow" (test_fork_many) are left out: ctest -L slow runs them.
+# The debug and classic variants run 8 of the preload test's 24 CPython
+# modules, and every variant reuses the preload test's glibc results.
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
 #          FIX, validate lines) may appear in any test's output.
@@ -29,6 +32,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${JOBS:-2}
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
+
+# The preload test's glibc runs are the same in every variant: once only.
+export USLAB_PRELOAD_BASELINE=${USLAB_PRELOAD_BASELINE:-$ROOT/build-test/preload-baseline}
+# The variants that rerun the normal build's suite in another mode (debug,
+# classic) run CPython's tests with fewer modules: the modes differ below
+# the malloc family, and the normal variant runs all 24.
+PRELOAD_SHORT="test_threading test_queue test_list test_dict test_unicode test_re test_json test_pickle"
 
 variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic fuzz track package)
@@ -76,7 +86,8 @@ run_variant() {
 		# Every cache debugged: the whole suite, its full output kept to
 		# look for reports (a passing test must not have caused any).
 		local log=$ROOT/$dir/debug-ctest.log
-		if ! USLAB_OPTIONS=slub_debug=FZPU ctest --test-dir "$ROOT/$dir" --output-on-failure -V -j "$JOBS" \
+		if ! USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_OPTIONS=slub_debug=FZPU \
+			ctest --test-dir "$ROOT/$dir" -LE slow --output-on-failure -V -j "$JOBS" \
 			>"$log" 2>&1; then
 			grep -a -v '^[0-9]*: ' "$log" | tail -n 40
 			echo "debug variant: failures (full output: $log)" >&2
@@ -89,9 +100,10 @@ run_variant() {
 		fi
 		grep -a -E '^ *[0-9]+/[0-9]+ Test|tests passed' "$log"
 	elif [ "$name" = classic ]; then
-		USLAB_OPTIONS=slub_sheaf_capacity=0 ctest --test-dir "$ROOT/$dir" --output-on-failure -j "$JOBS"
+		USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_OPTIONS=slub_sheaf_capacity=0 \
+			ctest --test-dir "$ROOT/$dir" -LE slow --output-on-failure -j "$JOBS"
 	else
-		"${pre[@]}" ctest --test-dir "$ROOT/$dir" --output-on-failure -j "$JOBS"
+		"${pre[@]}" ctest --test-dir "$ROOT/$dir" -LE slow --output-on-failure -j "$JOBS"
 	fi
 	echo "=== $name: $((SECONDS - t0)) s ==="
 }

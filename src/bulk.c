@@ -61,6 +61,8 @@ static size_t classic_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, siz
 		if (i < nr && !cpu_slab_refill(s, c)) {
 			/* nothing stays allocated: count what was taken, give it back */
 			stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
+			for (size_t j = 0; opt.hardened && j < i; j++)
+				slab_hand_out(s, objs[j]);
 			uslab_cache_free_bulk(s, i, objs);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
 			errno = ENOMEM;
@@ -102,6 +104,8 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	}
 	for (size_t j = 0; USLAB_TRACKED && j < nr; j++)
 		track_alloc(objs[j], s->object_size);
+	for (size_t j = 0; unlikely(opt.hardened) && j < nr; j++)
+		slab_hand_out(s, objs[j]);
 	stat_add(s, c, USLAB_STAT_ALLOC_BULK, nr);
 	return nr;
 }
@@ -170,6 +174,8 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 				}
 				slab_bad_free(named, slab, x, "invalid free");
 			}
+			if (unlikely(opt.hardened) && !live_clear(x))
+				slab_bad_free(named, slab, x, "double free");
 			if (!c) {
 				if (s->debug) {   /* through every debug check, which counts it */
 					slab_debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);

@@ -130,14 +130,14 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 }
 
 /* The default sheaf capacity: a sheaf fills its storage bucket (8-byte
- * pointers after a 24-byte header: 13, 29, 61 in 128, 256, 512 bytes), and
+ * pointers after a 32-byte header: 12, 28, 60 in 128, 256, 512 bytes), and
  * big objects get small sheaves (at most 32 KiB of objects each, at least
  * one object), so that what a thread keeps (two sheaves per cache it used)
  * stays small. */
 static unsigned sheaf_default_capacity(unsigned size)
 {
 	if (size <= 2048)
-		return size <= 128 ? 61 : size <= 512 ? 29 : 13;
+		return size <= 128 ? 60 : size <= 512 ? 28 : 12;
 	return MAX(2U, MIN(6U, 32768U / size));
 }
 
@@ -155,6 +155,7 @@ static void cache_tunables(struct uslab_cache *s)
 	TUNE_SET(s, min_partial, MAX(5UL, MIN(10UL, mp)));
 	unsigned sc = opt.sheaf_capacity >= 0 ? (unsigned)opt.sheaf_capacity : sheaf_default_capacity(size);
 	TUNE_SET(s, sheaf_capacity, s->debug || s->internal ? 0 : sc);   /* debug caches: no sheaves */
+	TUNE_SET(s, fp_marked, TUNE(s, sheaf_capacity) != 0);
 	TUNE_SET(s, barn_full_max, opt.barn_full >= 0 ? (unsigned)opt.barn_full : 10U);
 	TUNE_SET(s, barn_empty_max, opt.barn_empty >= 0 ? (unsigned)opt.barn_empty : 10U);
 }
@@ -364,8 +365,8 @@ void uslab_cache_destroy(struct uslab_cache *s)
 int uslab_cache_shrink(struct uslab_cache *s)
 {
 	s = cache_root(s);
-	struct cpu_cache *c = cpu_this(s);
-	if (c->cache == s)
+	struct cpu_cache *c = cpu_part(s);
+	if (c)
 		slab_flush_cpu(s, c);
 	sheaf_flush_barn(s);
 	slab_shrink_node(s);
@@ -405,6 +406,8 @@ int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v)
 	}
 	if (!strcmp(name, "sheaf_capacity") && v && s->debug)
 		return -1;   /* debug caches keep no objects per CPU */
+	if (!strcmp(name, "sheaf_capacity") && !v)
+		TUNE_SET(s, fp_marked, false);   /* classic mode hands objects out with their links */
 #define X(nm, field, hi) \
 	if (!strcmp(name, nm)) { \
 		if (v > (hi)) \

@@ -101,8 +101,8 @@ static void cpu_detach_locked(struct cpu_cache *c, bool to_barn)
 static void cpu_thread_exit(void *arg)
 {
 	struct cpu_thread *t = arg;
-	struct cpu_cache **slots = cpu_tls.slots;
-	unsigned nslots = cpu_tls.nslots;
+	struct cpu_cache **slots = t->slots;
+	unsigned nslots = t->nslots;
 	cpu_tls.dead = true;
 	tls_reset();
 	pthread_mutex_lock(&cache_mutex);
@@ -147,17 +147,28 @@ static struct cpu_thread *thread_create(void)
 		return NULL;
 	}
 	cpu_tls.thread = t;
-	cpu_tls.kparts = t->kparts;
+	if (!opt.hardened)   /* hardened: the fast paths keep finding cpu_empty */
+		cpu_tls.kparts = t->kparts;
 	cpu_tls.kf_left = kfence_interval ? kfence_next_skip() : 0;   /* KFENCE sampling starts */
 	return t;
+}
+
+/* The fast paths' view of t's slots (none in hardened mode). */
+static void slots_publish(struct cpu_thread *t)
+{
+	if (opt.hardened)
+		return;
+	cpu_tls.slots = t->slots;
+	cpu_tls.nslots = t->nslots;
 }
 
 /* Make room for slot `id` (only the owner thread reads and writes slots). */
 static bool slots_grow(struct cpu_thread *t, unsigned id)
 {
 	if (id < CPU_INLINE_SLOTS) {   /* a thread's first 64 caches cost no page */
-		cpu_tls.slots = t->inline_slots;
-		cpu_tls.nslots = CPU_INLINE_SLOTS;
+		t->slots = t->inline_slots;
+		t->nslots = CPU_INLINE_SLOTS;
+		slots_publish(t);
 		return true;
 	}
 	unsigned order = 0;
@@ -169,11 +180,12 @@ static bool slots_grow(struct cpu_thread *t, unsigned id)
 	struct cpu_cache **slots = page_address(blk);
 	size_t n = (PAGE_SIZE << order) / sizeof(void *);
 	for (size_t i = 0; i < n; i++)
-		slots[i] = i < cpu_tls.nslots ? cpu_tls.slots[i] : &cpu_empty;
+		slots[i] = i < t->nslots ? t->slots[i] : &cpu_empty;
 	struct slab *old = t->slots_block;
-	cpu_tls.slots = slots;
+	t->slots = slots;
 	t->slots_block = blk;
-	cpu_tls.nslots = (unsigned)n;
+	t->nslots = (unsigned)n;
+	slots_publish(t);
 	if (old)
 		page_free(old);
 	return true;
@@ -194,9 +206,9 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 		return NULL;
 	if (!t && !(t = thread_create()))
 		return NULL;
-	if (s->id >= cpu_tls.nslots && !slots_grow(t, s->id))
+	if (s->id >= t->nslots && !slots_grow(t, s->id))
 		return NULL;
-	struct cpu_cache *c = cpu_tls.slots[s->id];
+	struct cpu_cache *c = t->slots[s->id];
 	if (c != &cpu_empty && c->cache == s) {
 		kparts_register(t, s, c);   /* a class made an alias of s since */
 		return c;
@@ -207,8 +219,8 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 			return NULL;
 		memset(c, 0, sizeof *c);
 		c->thread = t;
-		cpu_tls.slots[s->id] = c;
-		if (s->id < CPU_TLS_FAST)
+		t->slots[s->id] = c;
+		if (s->id < CPU_TLS_FAST && !opt.hardened)
 			cpu_tls.fast[s->id] = c;
 	}
 	/* A new part, or one left by a destroyed cache that had this id. */
@@ -233,6 +245,15 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	pthread_mutex_unlock(&cache_mutex);
 	kparts_register(t, s, c);
 	return c;
+}
+
+struct cpu_cache *cpu_part(struct uslab_cache *s)
+{
+	struct cpu_thread *t = cpu_tls.thread;
+	if (!t || s->id >= t->nslots)
+		return NULL;
+	struct cpu_cache *c = t->slots[s->id];
+	return c != &cpu_empty && c->cache == s ? c : NULL;
 }
 
 void cpu_orphan_all(struct uslab_cache *s)

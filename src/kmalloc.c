@@ -297,8 +297,8 @@ unsigned long kmalloc_shrink_all(void)
 		return 0;
 	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++) {
 		struct uslab_cache *s = kmalloc_caches[i];
-		struct cpu_cache *c = cpu_this(s);
-		if (c->cache == s)
+		struct cpu_cache *c = cpu_part(s);
+		if (c)
 			slab_flush_cpu(s, c);
 		sheaf_flush_barn(s);
 		freed += slab_shrink_node(s);

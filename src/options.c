@@ -38,7 +38,8 @@ struct uslab_opts opt = {
 	X("show_stats",       "show_stats",       FLAG, show_stats,  1) \
 	X("export",           "export",           FLAG, export_stats, 1) \
 	X("report_continue",  "report_continue",  FLAG, report_continue, 1) \
-	X("slab_freelist_random", "slub_freelist_random", FLAG, freelist_random, 1)
+	X("slab_freelist_random", "slub_freelist_random", FLAG, freelist_random, 1) \
+	X("hardened",         "hardened",         FLAG, hardened,    1)
 
 enum opt_kind { FLAG, UINT };
 

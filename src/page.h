@@ -72,6 +72,10 @@ struct segment {
 	uint32_t used_pages;           /* pages in allocated blocks (page lock) */
 	uint32_t dirty_pages;          /* free pages not yet given back (page lock) */
 	uint64_t empty_since;          /* when used_pages dropped to 0 (ms) */
+	/* USLAB_OPTIONS=hardened: a bit per 8-byte granule of the segment, set
+	 * while an object that starts there is live (slab.h: live_set/clear).
+	 * Untouched, and so free of memory, otherwise. */
+	_Atomic uint64_t live[SEG_SIZE / 8 / 64] __attribute__((aligned(PAGE_SIZE)));
 };
 
 #define SEG_HEADER_PAGES ((sizeof(struct segment) + PAGE_SIZE - 1) / PAGE_SIZE)

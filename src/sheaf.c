@@ -74,7 +74,7 @@ static struct sheaf *sheaf_new(struct uslab_cache *s, struct cpu_cache *c, unsig
 	sh->next = NULL;
 	sh->size = 0;
 	sh->cap = cap;
-	sh->guard = NULL;
+	sh->guard[0] = sh->guard[1] = NULL;
 	stat_inc(s, c, USLAB_STAT_SHEAF_ALLOC);
 	return sh;
 }
@@ -403,7 +403,7 @@ void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x)
 		}
 	}
 	uint32_t n = c->n;
-	if (unlikely(n && x == c->objs[n - 1]))
+	if (unlikely(sheaf_recent(c->objs, n, x)))
 		slab_bad_free(s, page_obj_slab(x), x, "double free");
 	if (n == c->cap) {
 		make_room(s, c);
@@ -465,7 +465,7 @@ void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 			size_t k = MIN((size_t)room, nr - i);
 			for (size_t j = 0; j < k; j++) {
 				void *x = objs[i + j];
-				if (unlikely(x == c->objs[(int32_t)n - 1]))
+				if (unlikely(sheaf_recent(c->objs, n, x)))
 					slab_bad_free(s, page_obj_slab(x), x, "double free");
 				c->objs[n++] = x;
 			}

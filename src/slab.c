@@ -44,25 +44,16 @@
 void (*_Atomic slab_slow_hook)(void);
 
 /*
- * A process with one thread needs no lock prefix on the slab word: glibc
- * keeps __libc_single_threaded set until the first pthread_create (which
- * synchronizes with the new thread), and its own malloc elides atomics the
- * same way (SINGLE_THREAD_P). Like any malloc, uslab is not for use from
- * signal handlers, which is the only other way in.
+ * The slab word is always changed by a locked compare-and-swap, also in a
+ * process with one thread: a thread made with raw clone(CLONE_VM) is not
+ * counted by glibc's __libc_single_threaded, so eliding the atomic there
+ * (as glibc's malloc does) would race with it. With sheaves the word changes
+ * once per refill or flush of a sheaf, not per object, so this costs next to
+ * nothing. (Such threads are still unsupported: they share the creating
+ * thread's TLS, and with it its CPU parts. README.)
  */
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
-#include <sys/single_threaded.h>
-#define single_threaded() (__libc_single_threaded != 0)
-#else
-#define single_threaded() false
-#endif
-
 bool slab_cas(struct slab *slab, uint64_t *old, uint64_t new)
 {
-	if (single_threaded()) {
-		atomic_store_explicit(&slab->fc, new, memory_order_relaxed);
-		return true;
-	}
 	return atomic_compare_exchange_weak_explicit(&slab->fc, old, new, memory_order_acq_rel,
 						     memory_order_acquire);
 }
@@ -97,6 +88,14 @@ _Noreturn void slab_bad_freelist(struct uslab_cache *s, const void *obj, const v
 void *slab_freelist_corrupt(struct uslab_cache *s, const void *obj, const void *next)
 {
 	slab_bad_freelist(s, obj, next);
+}
+
+void *slab_hand_out(struct uslab_cache *s, void *x)
+{
+	if (unlikely(opt.hardened) && x && !s->internal && !live_set(x))
+		report_fatal("object %p of cache '%s' handed out while it is live: allocator state corrupted", x,
+			     s->name);
+	return x;
 }
 
 /* ---- node partial list (list_lock held) ------------------------------ */
@@ -257,8 +256,11 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 	k = w.start;
 	/* handed out: in reverse, so that a sheaf popping its top hands them
 	 * out in free-list (address) order */
-	for (unsigned i = 0; i < nd; i++)
-		direct_objs[nd - 1 - i] = first + (size_t)order_walk_next(&w, &k) * s->size;
+	for (unsigned i = 0; i < nd; i++) {
+		char *x = first + (size_t)order_walk_next(&w, &k) * s->size;
+		set_freepointer(s, x, FP_TAKEN);   /* (a reused page may hold old links) */
+		direct_objs[nd - 1 - i] = x;
+	}
 	char *head = NULL, *prev = NULL;
 	for (unsigned i = nd; i < objects; i++) {
 		char *x = first + (size_t)order_walk_next(&w, &k) * s->size;
@@ -338,8 +340,10 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 	while (p && k < want) {
 		if (unlikely(k >= avail))   /* longer than its count: a loop or a corrupted count */
 			slab_bad_freelist(s, p, get_freepointer(s, p));
+		void *next = take_next(s, slab, p);
+		set_freepointer(s, p, FP_TAKEN);   /* its line is ours now: see FP_TAKEN */
 		objs[k++] = p;
-		p = take_next(s, slab, p);
+		p = next;
 	}
 	if (unlikely(!p && k != avail))
 		report_fatal("slab %p of cache '%s': free list holds %u objects, counters say %u", slab_base(slab),
@@ -362,6 +366,9 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 					;
 			set_freepointer(s, tail, prior);
 		}
+		if (unlikely(fc_inuse(old) < left))   /* counted at the take: corrupted since */
+			report_fatal("slab %p of cache '%s': inuse %u below the %u objects put back", slab_base(slab),
+				     s->name, fc_inuse(old), left);
 		if (slab_cas(slab, &old, fc_make(head, fc_inuse(old) - left, false)))
 			break;
 		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
@@ -528,22 +535,32 @@ static void sort_ptrs(void **a, unsigned n)
  * one CAS. The node lock, when a run needs it, is held for the rest of the
  * batch. Permutes objs[].
  */
+/* Does x's free-pointer word still hold a link of its slab (see FP_TAKEN)? */
+static inline bool fp_is_link(struct uslab_cache *s, struct slab *slab, void *x)
+{
+	void *v = get_freepointer(s, x);
+	return !v || slab_obj_valid(s, slab, v);
+}
+
 void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *cobjs, unsigned n, bool freeze)
 {
 	void **objs = (void **)cobjs;
 	struct lockhold h = { 0 };
+	bool marked = USLAB_HARDENED && atomic_load_explicit(&s->fp_marked, memory_order_relaxed);
 	sort_ptrs(objs, n);
 	for (unsigned i = 0; i < n;) {
 		void *x = objs[i];
 		struct slab *slab = page_obj_slab(x);
 		uintptr_t base = (uintptr_t)page_address(slab), span = (uintptr_t)slab->objects * s->size;
-		unsigned j = i + 1;
-		while (j < n && (uintptr_t)objs[j] - base < span) {
-			if (unlikely(objs[j] == objs[j - 1]))
+		unsigned j = i;
+		do {
+			/* already free in its slab (its word is a link), or twice here */
+			if (unlikely((marked && fp_is_link(s, slab, objs[j])) || (j > i && objs[j] == objs[j - 1])))
 				slab_bad_free(s, slab, objs[j], "double free");
-			set_freepointer(s, objs[j - 1], objs[j]);
+			if (j > i)
+				set_freepointer(s, objs[j - 1], objs[j]);
 			j++;
-		}
+		} while (j < n && (uintptr_t)objs[j] - base < span);
 		free_chain(s, c, slab, x, objs[j - 1], j - i, freeze, &h);
 		i = j;
 	}
@@ -583,6 +600,7 @@ void *slab_debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item
 		const char *bug = debug_alloc_hook(s, slab, x, asked, caller);
 		slab_node_unlock(s);
 		stat_inc(s, NULL, counted_as);   /* a bad object stays allocated (leaked), counted */
+		slab_hand_out(s, x);
 		if (!bug)
 			return x;
 		debug_report_done(s, x, bug);
@@ -650,7 +668,7 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, 
 	void *x = c->sheaf_cap ? sheaf_alloc_slow(s, c) : cpu_slab_alloc_slow(s, c);
 	if (likely(x))
 		track_alloc(x, s->object_size);
-	return x;
+	return slab_hand_out(s, x);
 }
 
 /* Without a CPU part: one object straight off a slab. */
@@ -666,7 +684,7 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 	}
 	stat_inc(s, NULL, USLAB_STAT_ALLOC_SLOWPATH);
 	track_alloc(x, s->object_size);
-	return x;
+	return slab_hand_out(s, x);
 }
 
 /* Making a CPU part may fail with ENOMEM; free keeps errno. */
@@ -689,6 +707,8 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 		}
 		slab_bad_free(named, slab, x, "invalid free");
 	}
+	if (unlikely(opt.hardened) && !s->internal && !live_clear(x))
+		slab_bad_free(named, slab, x, "double free (object not live)");   /* or a never-allocated slot */
 	if (unlikely(s->debug)) {
 		slab_debug_free(s, slab, x, caller, USLAB_STAT_FREE_SLOWPATH);
 		return;

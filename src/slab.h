@@ -29,7 +29,7 @@
 #define SLAB_MAX_OBJECTS   32767   /* per slab, as the kernel's MAX_OBJS_PER_PAGE */
 #define SLUB_MAX_ORDER_DEFAULT 3   /* PAGE_ALLOC_COSTLY_ORDER */
 #define CACHE_ID_MAX       65536   /* live caches at once */
-#define SHEAF_MAX_CAPACITY 509     /* largest sheaf_capacity (a sheaf is then one page) */
+#define SHEAF_MAX_CAPACITY 508     /* largest sheaf_capacity (a sheaf is then one page) */
 #define BARN_MAX_SHEAVES   1024    /* largest barn bound */
 
 /* ---- the slab word: free list, inuse, frozen -------------------------- */
@@ -70,13 +70,27 @@ static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen
  * its count in the CPU part (c->n), its `size` is stale meanwhile.
  */
 struct sheaf {
+	/* The header is objects[-4 .. -1]: none of its words is ever an object
+	 * pointer of a user cache (a sheaf pointer, two small counts, NULL),
+	 * so the free fast path can compare x with objects[n - 4 .. n - 1]
+	 * without a bound check at n < 4. */
 	struct sheaf *next;        /* barn list link */
 	uint32_t size;             /* objects held (not while main: see c->n) */
 	uint32_t cap;              /* entries in objects[] */
-	void *guard;               /* always NULL: it is objects[-1], so that the free
-	                            * fast path can compare with objects[n - 1] at n 0 */
+	void *guard[2];            /* always NULL */
 	void *objects[];
 };
+_Static_assert(offsetof(struct sheaf, objects) == 4 * sizeof(void *), "objects[-4 .. -1] is the header");
+
+/* Is x among this thread's last SHEAF_RECENT frees onto main (or the
+ * objects on top of it)? Four compares, one branch: the cheap double-free
+ * check of sheaves mode (free(a); free(b); free(a) included). */
+#define SHEAF_RECENT 4
+static inline bool sheaf_recent(void *const *objs, uint32_t n, const void *x)
+{
+	void *const *top = objs + n;
+	return (top[-1] == x) | (top[-2] == x) | (top[-3] == x) | (top[-4] == x);
+}
 
 /* ---- the node part (one node: user space has no NUMA placement yet) ----- */
 /*
@@ -188,6 +202,7 @@ struct uslab_cache {
 	_Atomic unsigned barn_empty_max;    /* empty sheaves the barn keeps */
 	_Atomic unsigned cpu_partial;       /* classic: free objects kept on CPU partial lists; 0 = none */
 	_Atomic unsigned long min_partial;  /* empty slabs kept on the node list */
+	_Atomic bool fp_marked;             /* every object out carries FP_TAKEN (no classic mode so far) */
 
 	struct node node;
 	struct cpu_cache *cpu_list;            /* CPU parts (cache_mutex) */
@@ -251,6 +266,17 @@ static inline void set_freepointer(const struct uslab_cache *s, void *obj, void 
 	void **where = (void **)((char *)obj + s->offset);
 	*where = (void *)((uintptr_t)next ^ fp_mask(s, where));
 }
+/*
+ * Objects handed out through sheaves carry a marker where their free
+ * pointer was (written where the taker has the line anyway). A sheaf flush
+ * reads that word before it links the object (no extra miss): if it still
+ * decodes to a free-list link of the slab (NULL or one of its objects), the
+ * object is already free there: a double free. User data cannot pass for a
+ * link without the cache's key, so only obfuscated builds check, and only
+ * caches never run in classic mode (whose CPU free list hands objects out
+ * with their links in place).
+ */
+#define FP_TAKEN ((void *)0x7ace)   /* an odd value: never a link */
 static inline void *slab_base(const struct slab *slab) { return page_address(slab); }
 /* The first object of a slab: after the left red zone of debug caches. */
 static inline char *slab_first(const struct uslab_cache *s, const struct slab *slab)
@@ -280,6 +306,37 @@ static inline bool slab_owns(const struct uslab_cache *s, const struct slab *sla
 	uintptr_t off = (uintptr_t)x - (uintptr_t)page_address(slab);
 	return likely(slab->cache == s) && likely(page_kind(slab) == PK_SLAB) &&
 	       likely(off < (uintptr_t)slab->objects * s->size) && likely(obj_offset_ok(s, off));
+}
+
+/* ---- hardened mode: the live bit of every object ------------------------- */
+/*
+ * USLAB_OPTIONS=hardened: every allocation sets the object's bit in its
+ * segment's live map and every free clears it, atomically, so that a free
+ * of anything not live (a double free at any distance, an object sitting in
+ * a sheaf, a never-allocated slot) is caught before it can do harm, and an
+ * object handed out while live (corrupted state) too. The fast paths do not
+ * know: in hardened mode no thread's fast-path pointers are ever set
+ * (cpu_tls.c), so every operation takes the slow paths, which check here.
+ */
+static inline _Atomic uint64_t *live_word(const void *x, uint64_t *bit)
+{
+	uintptr_t g = ((uintptr_t)x & SEG_MASK) >> 3;
+	*bit = 1ULL << (g % 64);
+	return &page_segment(x)->live[g / 64];
+}
+/* Mark x live; false if it was live already. */
+static inline bool live_set(const void *x)
+{
+	uint64_t bit;
+	_Atomic uint64_t *w = live_word(x, &bit);
+	return !(atomic_fetch_or_explicit(w, bit, memory_order_relaxed) & bit);
+}
+/* Mark x free; false if it was not live. */
+static inline bool live_clear(const void *x)
+{
+	uint64_t bit;
+	_Atomic uint64_t *w = live_word(x, &bit);
+	return atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed) & bit;
 }
 
 /* Make `slab` (or none) the CPU slab of c, with the range the free fast
@@ -346,6 +403,9 @@ USLAB_HIDDEN void *slab_debug_alloc(struct uslab_cache *s, void *caller, enum us
 				    size_t asked);
 USLAB_HIDDEN void slab_debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller,
 				  enum uslab_stat_item counted_as);
+/* Every object an allocation path returns goes through here: in hardened
+ * mode it is marked live (fatal if it was). Returns x. */
+USLAB_HIDDEN void *slab_hand_out(struct uslab_cache *s, void *x);
 /* Allocate/free without a CPU part (metadata caches, exiting threads). */
 USLAB_HIDDEN void *slab_alloc_nocpu(struct uslab_cache *s);
 USLAB_HIDDEN void slab_free_nocpu(struct uslab_cache *s, void *x);
@@ -373,7 +433,7 @@ USLAB_HIDDEN void add_partial_locked(struct node *n, struct slab *slab, bool tai
 USLAB_HIDDEN void remove_partial_locked(struct node *n, struct slab *slab);
 USLAB_HIDDEN void slab_node_lock(struct uslab_cache *s, struct cpu_cache *c);
 USLAB_HIDDEN void slab_node_unlock(struct uslab_cache *s);
-/* One process thread: the slab word needs no lock prefix (slab.c). */
+/* The slab word's compare-and-swap (always locked: slab.c). */
 USLAB_HIDDEN bool slab_cas(struct slab *slab, uint64_t *old, uint64_t new);
 /* Give a CPU part's objects and slabs back (owner, or cache_mutex holder
  * when the owner cannot be running on this cache): sheaves or classic. */
@@ -423,6 +483,11 @@ USLAB_HIDDEN void cpu_slab_flush(struct uslab_cache *s, struct cpu_cache *c);
 #define KMALLOC_CLASSES_MAX 48   /* kmalloc.h's KMALLOC_NR_CLASSES */
 struct cpu_thread {
 	struct slab *slots_block;  /* page block holding the slots array, once it outgrew inline */
+	/* The thread's CPU parts by cache id (&cpu_empty where none): what
+	 * cpu_get() looks up. cpu_tls mirrors it for the fast paths, except in
+	 * hardened mode, which sends every operation to the slow paths. */
+	struct cpu_cache **slots;
+	unsigned nslots;
 	/* CPU parts by kmalloc class (&cpu_empty where none): malloc's fast
 	 * path reaches its part with one load from here */
 	struct cpu_cache *kparts[KMALLOC_CLASSES_MAX];
@@ -462,6 +527,9 @@ static inline struct cpu_cache *cpu_this(const struct uslab_cache *s)
 }
 /* Get or create this thread's CPU part for s; NULL if none can be had. */
 USLAB_HIDDEN struct cpu_cache *cpu_get(struct uslab_cache *s);
+/* This thread's CPU part for s if it has one, else NULL (never creates;
+ * also in hardened mode, where cpu_this() only ever finds cpu_empty). */
+USLAB_HIDDEN struct cpu_cache *cpu_part(struct uslab_cache *s);
 /* Take back every CPU part of s (destroy). cache_mutex held. */
 USLAB_HIDDEN void cpu_orphan_all(struct uslab_cache *s);
 
@@ -479,6 +547,7 @@ struct uslab_opts {
 	bool export_stats;     /* export: keep a stats file for uslabinfo */
 	bool report_continue;  /* report_continue: report, leak the object, go on */
 	bool freelist_random;  /* slab_freelist_random */
+	bool hardened;         /* hardened: live bits, every operation on the slow paths */
 	unsigned debug;        /* slub_debug letters (DBG_*) */
 	char debug_caches[256];/* slub_debug's cache list, ",a,b," (empty: all caches) */
 };
@@ -586,7 +655,7 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
 }
 
 /* Push onto main when it has room and x is an object of the cache (kind,
- * cache and boundary from the descriptor; not the object on top of main);
+ * cache and boundary from the descriptor; not among the last frees);
  * else, in classic mode, onto the CPU free list when x is in the CPU slab
  * (a range and boundary check, not the list head). Everything else, every
  * foreign pointer included, goes to the slow path, which checks it in
@@ -599,7 +668,7 @@ static inline __attribute__((always_inline)) void slab_free_fast_slab(struct usl
 	if (likely(n < c->cap)) {
 		if (!slab)
 			slab = page_obj_slab(x);
-		if (likely(slab_owns(s->real, slab, x)) && likely(x != c->objs[(int32_t)n - 1])) {
+		if (likely(slab_owns(s->real, slab, x)) && likely(!sheaf_recent(c->objs, n, x))) {
 			track_free(x, s->object_size);
 			c->objs[n] = x;
 			cpu_set_n(c, n + 1);

@@ -72,8 +72,8 @@ long uslab_cache_validate(struct uslab_cache *cache)
 	struct node *n = &s->node;
 
 	/* the caller's own CPU part */
-	struct cpu_cache *c = cpu_this(s);
-	if (c && c->cache == s && c->slab)
+	struct cpu_cache *c = cpu_part(s);
+	if (c && c->slab)
 		walk_chain(&v, c->slab, c->freelist, c->slab->objects);
 
 	pthread_mutex_lock(&n->list_lock);

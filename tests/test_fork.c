@@ -169,6 +169,104 @@ static void test_fork_busy(void)
 	       (unsigned long long)st.waits);
 }
 
+/* ---- fork under cross-thread traffic (issue 12) ------------------------------ */
+
+/*
+ * Four threads pass objects to each other through a shared array, so that
+ * every per-CPU protocol is in flight when the main thread forks: frees of
+ * other threads' objects into sheaves, sheaves traded through the barn,
+ * flushes to slabs (slab-word CAS), refills; and, for a cache in classic
+ * mode, remote frees into other threads' CPU slabs and frees that freeze
+ * full slabs. Each child allocates and frees in every cache (objects in
+ * flight included), shrinks, creates and destroys a cache, and exits.
+ */
+#define XS 256
+static _Atomic uintptr_t xobj[XS];   /* object | its cache's index (objects are 8-aligned) */
+_Static_assert(NCACHES <= 8, "a cache index fits the low bits");
+
+static void *traffic(void *arg)
+{
+	uint64_t rs = (uintptr_t)arg;
+	void *b[32];
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		uint64_t r = rnd_next(&rs);
+		int c = (int)(r % NCACHES);
+		unsigned k = (unsigned)(r >> 8) % XS;
+		if ((r >> 20) % 8 == 0) {   /* a bulk round trip */
+			size_t n = 1 + (r >> 24) % 32;
+			CHECK_EQ(uslab_cache_alloc_bulk(caches[c], n, b), n);
+			uslab_cache_free_bulk(caches[c], n, b);
+			continue;
+		}
+		void *p = uslab_cache_alloc(caches[c]);
+		CHECK(p != NULL);
+		memset(p, 0x5a, obj_size[c] < 64 ? obj_size[c] : 64);
+		uintptr_t old = atomic_exchange(&xobj[k], (uintptr_t)p | (uintptr_t)c);
+		if (old)   /* most likely another thread's object */
+			uslab_cache_free(caches[old & 7], (void *)(old & ~(uintptr_t)7));
+	}
+	return NULL;
+}
+
+static void traffic_child(void)
+{
+	alarm(30);
+	/* the objects in flight at fork: allocated by threads the child lacks */
+	for (int k = 0; k < XS; k++) {
+		uintptr_t p = atomic_exchange(&xobj[k], 0);
+		if (p)
+			uslab_cache_free(caches[p & 7], (void *)(p & ~(uintptr_t)7));
+	}
+	use_caches();
+	for (int c = 0; c < NCACHES; c++)
+		uslab_cache_shrink(caches[c]);
+	struct uslab_cache *t = uslab_cache_create("fork_traffic_child", 80, 0, USLAB_NO_MERGE, NULL);
+	if (!t)
+		child_fail("uslab_cache_create");
+	void *x[200];
+	for (int i = 0; i < 200; i++)
+		if (!(x[i] = uslab_cache_alloc(t)))
+			child_fail("alloc");
+	for (int i = 0; i < 200; i++)
+		uslab_cache_free(t, x[i]);
+	uslab_cache_destroy(t);
+	use_caches();
+	_exit(17);
+}
+
+static void test_fork_traffic(void)
+{
+	/* one cache in classic mode: remote frees into CPU slabs, freezing */
+	CHECK(uslab_cache_tune_set(caches[1], "sheaf_capacity", 0) == 0);
+	CHECK(uslab_cache_tune_set(caches[2], "barn_full", 2) == 0);   /* the barn full often */
+	pthread_t t[4];
+	atomic_store(&stop, false);
+	for (uintptr_t i = 0; i < 4; i++)
+		CHECK(pthread_create(&t[i], NULL, traffic, (void *)(i + 101)) == 0);
+	double t0 = check_now();
+	unsigned forks = 0;
+	while (check_now() - t0 < (UNDER_SANITIZER ? 1.0 : 2.0)) {
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0)
+			traffic_child();
+		int r = wait_child(pid);
+		CHECKF(r == 17, "child after %u forks: %d", forks, r);
+		forks++;
+	}
+	atomic_store(&stop, true);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	for (int k = 0; k < XS; k++) {
+		uintptr_t p = atomic_exchange(&xobj[k], 0);
+		if (p)
+			uslab_cache_free(caches[p & 7], (void *)(p & ~(uintptr_t)7));
+	}
+	for (int c = 0; c < NCACHES; c++)
+		CHECK_EQ(uslab_cache_validate(caches[c]), 0);
+	printf("    %u forks under traffic of 4 threads, every child allocated, freed, shrank, made a cache\n", forks);
+}
+
 /* ---- fork from a signal handler inside uslab_cache_alloc/free --------------- */
 
 static volatile sig_atomic_t in_ops, in_child, sig_bad, sig_forks, sig_inside;
@@ -414,6 +512,7 @@ int main(void)
 	}
 	RUN(test_fork_lone);
 	RUN(test_fork_busy);
+	RUN(test_fork_traffic);
 	if (!UNDER_TSAN) {   /* TSan delivers signals at its own points, and keeps its own lock state */
 		RUN(test_fork_signal);
 		RUN(test_fork_frame);

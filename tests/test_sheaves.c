@@ -103,7 +103,7 @@ static void *bound_sampler(void *arg)
 static void bound(void)
 {
 	bound_cache = mk("sheaf-bound", 96);
-	const unsigned cap = 29;
+	const unsigned cap = 28;
 	tset(bound_cache, "sheaf_capacity", cap);
 	tset(bound_cache, "barn_full", 4);
 	tset(bound_cache, "barn_empty", 2);
@@ -203,7 +203,7 @@ static void producer(void)
 {
 	enum { PAIRS = 3 };
 	struct uslab_cache *c = mk("sheaf-pc", 64);
-	tset(c, "sheaf_capacity", 61);   /* the default, also under slub_sheaf_capacity=0 */
+	tset(c, "sheaf_capacity", 60);   /* the default, also under slub_sheaf_capacity=0 */
 	struct pc m[PAIRS];
 	pthread_t t[2 * PAIRS];
 	for (int i = 0; i < PAIRS; i++) {

@@ -97,7 +97,7 @@ static void get_set_each(void)
 		CHECK_EQ(in.order, o);
 		CHECK_EQ(in.objects_per_slab, (4096UL << o) / in.slab_object_size);
 	}
-	static const unsigned long sc[] = { 0, 1, 509, 8, 29 };
+	static const unsigned long sc[] = { 0, 1, 508, 8, 28 };
 	for (unsigned i = 0; i < sizeof sc / sizeof sc[0]; i++) {
 		tset(c, "sheaf_capacity", sc[i]);
 		cache_info(c, &in);
@@ -172,7 +172,7 @@ static void einval(void)
 	set_einval(c, "order", ~0UL);
 	for (unsigned long o = 0; o < 4; o++)
 		set_einval(c, "order", o);          /* below the cache's minimum */
-	set_einval(c, "sheaf_capacity", 510);
+	set_einval(c, "sheaf_capacity", 509);
 	set_einval(c, "sheaf_capacity", ~0UL);
 	set_einval(c, "barn_full", 1025);
 	set_einval(c, "barn_empty", ~0UL);
@@ -357,11 +357,11 @@ static void barn(void)
 	/* Batches of 600: the consumer's frees fill whole sheaves, which go
 	 * to the barn, and the producer's refills take them from there. */
 	struct uslab_cache *a = mk("tune-barn-default", 64);
-	tset(a, "sheaf_capacity", 61);   /* the default, also when slub_sheaf_capacity=0 is set */
+	tset(a, "sheaf_capacity", 60);   /* the default, also when slub_sheaf_capacity=0 is set */
 	CHECK(tget(a, "barn_full") > 0);
 	run_mailbox(a, 600, SCALE(200, 40), 0, &on);
 	struct uslab_cache *b = mk("tune-barn-off", 64);
-	tset(b, "sheaf_capacity", 61);
+	tset(b, "sheaf_capacity", 60);
 	tset(b, "barn_full", 0);
 	run_mailbox(b, 600, SCALE(200, 40), 0, &nobarn);
 	struct uslab_cache *c = mk("tune-barn-classic", 64);
