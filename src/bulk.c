@@ -29,11 +29,7 @@ static struct cpu_cache *bulk_cpu(struct uslab_cache *s)
 	struct cpu_cache *c = cpu_this(s);
 	if (c->cache != s && !(c = cpu_get(s)))
 		return NULL;
-	unsigned cap = TUNE(s, sheaf_capacity);
-	if (unlikely(c->sheaf_cap != cap)) {
-		slab_flush_cpu(s, c);
-		sheaf_setup_cpu(s, c, cap);
-	}
+	slab_cpu_enter(s, c);
 	return c;
 }
 

@@ -21,6 +21,17 @@ struct uslab_cache cache_cpu_cache;        /* struct cpu_cache */
 struct uslab_cache cache_thread_cache;     /* struct cpu_thread */
 
 static uint64_t id_map[CACHE_ID_MAX / 64]; /* ids in use (cache_mutex) */
+
+void (*_Atomic cache_list_hook)(void);
+
+/* A cache was made or destroyed (no lock held): tell the export, so that a
+ * reader never sees a process with live caches as having none. */
+static void cache_changed(void)
+{
+	void (*hook)(void) = atomic_load_explicit(&cache_list_hook, memory_order_acquire);
+	if (hook)
+		hook();
+}
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 
@@ -287,6 +298,7 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		root->aliases = s;
 		root->refs++;
 		pthread_mutex_unlock(&cache_mutex);
+		cache_changed();
 		return s;
 	}
 	int id = id_get_locked();
@@ -306,6 +318,7 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		cache_list->prev = s;
 	cache_list = s;
 	pthread_mutex_unlock(&cache_mutex);
+	cache_changed();
 	return s;
 }
 
@@ -360,16 +373,13 @@ void uslab_cache_destroy(struct uslab_cache *s)
 		cache_put_locked(s, s);
 	}
 	pthread_mutex_unlock(&cache_mutex);
+	cache_changed();
 }
 
 int uslab_cache_shrink(struct uslab_cache *s)
 {
 	s = cache_root(s);
-	struct cpu_cache *c = cpu_part(s);
-	if (c)
-		slab_flush_cpu(s, c);
-	sheaf_flush_barn(s);
-	slab_shrink_node(s);
+	mem_take_back(s, true);   /* ours, the barn, empty slabs, others' spares */
 	page_release_all();
 	return atomic_load_explicit(&s->node.nr_slabs, memory_order_relaxed) != 0;
 }

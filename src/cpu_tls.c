@@ -69,6 +69,7 @@ static void fold_stats(struct uslab_cache *s, struct cpu_cache *c)
 	atomic_fetch_add_explicit(&s->stat_gone[USLAB_STAT_ALLOC_PCS], cpu_alloc_pcs(c), memory_order_relaxed);
 	atomic_store_explicit(&c->fl_in, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->sh_in, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->stolen, 0, memory_order_relaxed);
 	fold(&s->stat_gone[USLAB_STAT_FREE_FASTPATH], &c->free_fast);
 	fold(&s->stat_gone[USLAB_STAT_FREE_PCS], &c->free_pcs);
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
@@ -235,6 +236,9 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	atomic_store_explicit(&c->free_fast, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->fl_in, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->sh_in, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->stolen, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->spare_n, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->flush_req, false, memory_order_relaxed);
 	sheaf_setup_cpu(s, c, TUNE(s, sheaf_capacity));
 	c->cache = s;
 	c->cprev = NULL;

@@ -208,9 +208,13 @@ static void cmd_apply(struct export_cmd *c, struct uslab_cache *s, const char *k
 		c->result = (int64_t)old;
 		break;
 	}
-	case EXPORT_OP_SHRINK:
-		c->result += uslab_cache_shrink(s);
+	case EXPORT_OP_SHRINK: {   /* uslab_cache_shrink() with cache_mutex held */
+		struct uslab_cache *r = cache_root(s);
+		mem_take_back_locked(r, true);
+		page_release_all();
+		c->result += atomic_load_explicit(&r->node.nr_slabs, memory_order_relaxed) != 0;
 		break;
+	}
 	case EXPORT_OP_VALIDATE: {
 		long p = uslab_cache_validate(s);
 		c->result += p > 0 ? p : 0;

@@ -292,18 +292,9 @@ size_t kmalloc_usable(const void *p, const char *what)
 
 unsigned long kmalloc_shrink_all(void)
 {
-	unsigned long freed = 0;
-	if (!atomic_load_explicit(&K.ready, memory_order_acquire))
-		return 0;
-	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++) {
-		struct uslab_cache *s = kmalloc_caches[i];
-		struct cpu_cache *c = cpu_part(s);
-		if (c)
-			slab_flush_cpu(s, c);
-		sheaf_flush_barn(s);
-		freed += slab_shrink_node(s);
-	}
-	return freed;
+	/* every cache, not only the classes: malloc_trim gives every empty
+	 * slab back, and what other threads hold unused (decay.c) */
+	return mem_take_back(NULL, true);
 }
 
 uint64_t kmalloc_slab_bytes_in_use(void)

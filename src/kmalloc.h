@@ -111,8 +111,8 @@ USLAB_HIDDEN bool kmalloc_init(void);
  * from inside it): a static arena, never freed. */
 USLAB_HIDDEN bool kmalloc_is_boot(const void *p);
 USLAB_HIDDEN size_t kmalloc_boot_usable(const void *p);
-/* Flush this thread's CPU parts of every class cache and free every empty
- * slab of them; returns the slabs freed. */
+/* malloc_trim: take back what every cache holds unused (decay.c's
+ * mem_take_back); nonzero if something went back. */
 USLAB_HIDDEN unsigned long kmalloc_shrink_all(void);
 /* Bytes in live slab objects of the class caches (stride-sized). */
 USLAB_HIDDEN uint64_t kmalloc_slab_bytes_in_use(void);
@@ -138,6 +138,8 @@ USLAB_HIDDEN bool huge_resize(void *p, size_t size);
 USLAB_HIDDEN bool huge_is_freed(const void *p);
 /* Unmap every cached freed huge mapping; returns the bytes given back. */
 USLAB_HIDDEN size_t huge_release_all(void);
+/* Unmap the cached mappings unused for the decay time; true if some stay. */
+USLAB_HIDDEN bool huge_decay(void);
 
 struct large_info {
 	uint64_t large_bytes;    /* bytes in live PK_LARGE blocks */

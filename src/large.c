@@ -530,6 +530,17 @@ size_t huge_release_all(void)
 	return bytes;
 }
 
+bool huge_decay(void)
+{
+	struct unmap_list ul = { .n = 0 };
+	pthread_mutex_lock(&H.lock);
+	cache_decay_locked(os_now_ms(), &ul);
+	bool more = H.ncache != 0;
+	pthread_mutex_unlock(&H.lock);
+	unmap_all(&ul);
+	return more;
+}
+
 /* ---- the entry point and accounting ------------------------------------------ */
 
 void *large_alloc(size_t size, size_t align, bool *zeroed)

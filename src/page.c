@@ -23,6 +23,9 @@
 _Atomic uint64_t page_seg_map[SEG_MAP_BITS / 64];
 struct slab page_foreign;
 unsigned page_purge_delay_ms = 1000;
+/* Free pages kept dirty at most, whatever their age, in MiB: a burst of
+ * frees gives the rest back while it runs (USLAB_OPTIONS=decay_dirty_max). */
+unsigned page_dirty_max_mb = 8;
 
 static struct {
 	pthread_mutex_t lock;                      /* see the top of the file */
@@ -214,6 +217,11 @@ struct slab *page_alloc(unsigned order)
 
 static void page_purge(bool all);
 
+static inline uint64_t dirty_max_pages(void)
+{
+	return (uint64_t)__atomic_load_n(&page_dirty_max_mb, __ATOMIC_RELAXED) << (20 - PAGE_SHIFT);
+}
+
 void page_free(struct slab *d)
 {
 	struct segment *seg = page_segment(d);
@@ -228,15 +236,27 @@ void page_free(struct slab *d)
 	free_block_insert(d, d->order, true, now);
 	if (!P.next_purge)
 		P.next_purge = now + page_purge_delay_ms;
-	bool purge = now >= P.next_purge;
+	bool purge = now >= P.next_purge || P.dirty_pages > dirty_max_pages();
 	pthread_mutex_unlock(&P.lock);
 	if (purge)
 		page_purge(false);
+	else
+		mem_dirty_notify();   /* a sleeping background thread has something to decay */
+}
+
+uint64_t page_decay(void)
+{
+	page_purge(false);
+	pthread_mutex_lock(&P.lock);
+	uint64_t next = P.next_purge;
+	pthread_mutex_unlock(&P.lock);
+	return next;
 }
 
 /*
  * Give back free memory: with `all`, every dirty block and every empty
- * segment; otherwise those that have been free for page_purge_delay_ms.
+ * segment; otherwise those that have been free for page_purge_delay_ms,
+ * and younger ones too while more than page_dirty_max bytes are dirty.
  * Blocks are taken off the free lists (marked PK_PURGING) under the lock,
  * given back without it, and reinserted clean.
  */
@@ -278,12 +298,15 @@ static void page_purge(bool all)
 			}
 		}
 		uint64_t earliest = 0;
-		for (unsigned o = 0; o <= PAGE_MAX_ORDER && nb < BATCH; o++) {
+		uint64_t over = P.dirty_pages > dirty_max_pages() ? (P.dirty_pages - dirty_max_pages()) << PAGE_SHIFT : 0;
+		for (unsigned o = PAGE_MAX_ORDER + 1; o-- > 0 && nb < BATCH;) {   /* big blocks first */
 			for (struct slab *d = P.free[o], *nx; d && nb < BATCH; d = nx) {
 				nx = d->next;
 				if (!d->dirty)
 					continue;
-				if (!all && now - d->free_time < page_purge_delay_ms) {
+				if (over) {   /* above the dirty bound: any age */
+					over = over > (PAGE_SIZE << o) ? over - (PAGE_SIZE << o) : 0;
+				} else if (!all && now - d->free_time < page_purge_delay_ms) {
 					uint64_t due = d->free_time + page_purge_delay_ms;
 					if (!earliest || due < earliest)
 						earliest = due;

@@ -148,7 +148,16 @@ struct page_info {
 };
 USLAB_HIDDEN void page_get_info(struct page_info *pi);
 
-/* How long a free block keeps its memory before it is given back. */
+/* How long a free block keeps its memory before it is given back
+ * (USLAB_OPTIONS=decay_ms=N; 0: at once), and the most free memory kept
+ * dirty whatever its age, in MiB (decay_dirty_max=N). */
 extern unsigned page_purge_delay_ms USLAB_HIDDEN;
+extern unsigned page_dirty_max_mb USLAB_HIDDEN;
+/* Give back what has decayed; returns when the next block is due (ms,
+ * os_now_ms), 0 if nothing is dirty. */
+USLAB_HIDDEN uint64_t page_decay(void);
+/* decay.c: a free made memory dirty that nobody will purge soon: wake a
+ * background thread that sleeps with nothing to do (cheap otherwise). */
+USLAB_HIDDEN void mem_dirty_notify(void);
 
 #endif

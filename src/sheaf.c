@@ -114,6 +114,8 @@ static struct sheaf *barn_get_full(struct uslab_cache *s, struct cpu_cache *c, u
 			b->full = sh->next;
 			atomic_store_explicit(&b->nr_full, atomic_load_explicit(&b->nr_full, memory_order_relaxed) - 1,
 					      memory_order_relaxed);
+			atomic_store_explicit(&b->gets, atomic_load_explicit(&b->gets, memory_order_relaxed) + 1,
+					      memory_order_relaxed);
 			atomic_store_explicit(&b->objects,
 					      atomic_load_explicit(&b->objects, memory_order_relaxed) - sh->size,
 					      memory_order_relaxed);
@@ -237,10 +239,24 @@ static void set_main(struct cpu_cache *c, struct sheaf *sh, uint32_t n)
 	cpu_set_n(c, n);
 }
 
-static void set_spare(struct cpu_cache *c, struct sheaf *sh)
+/* The spare slot is shared with threads taking memory back from idle
+ * owners (sheaf_take_spare): taken by exchange, put by store; spare_n
+ * follows the sheaf in the slot by read-modify-writes from both sides. */
+static struct sheaf *spare_take(struct cpu_cache *c)
 {
-	c->spare = sh;
-	atomic_store_explicit(&c->spare_n, sh ? sh->size : 0, memory_order_relaxed);
+	struct sheaf *sh = atomic_exchange_explicit(&c->spare, NULL, memory_order_acquire);
+	if (sh)
+		atomic_fetch_sub_explicit(&c->spare_n, sh->size, memory_order_relaxed);
+	return sh;
+}
+
+/* Put sh (or nothing) into the spare slot, which is empty (the owner's). */
+static void spare_put(struct cpu_cache *c, struct sheaf *sh)
+{
+	if (!sh)
+		return;
+	atomic_fetch_add_explicit(&c->spare_n, sh->size, memory_order_relaxed);
+	atomic_store_explicit(&c->spare, sh, memory_order_release);
 }
 
 /* main leaves the part's fast paths: its count goes back into the sheaf. */
@@ -251,18 +267,19 @@ static struct sheaf *take_main(struct cpu_cache *c)
 	return sh;
 }
 
-/* Swap main and spare. */
-static void swap_spare(struct cpu_cache *c)
+/* Make sp (taken from the spare slot) main; the old main becomes spare. */
+static void swap_spare(struct cpu_cache *c, struct sheaf *sp)
 {
-	struct sheaf *old = take_main(c), *sp = c->spare;
+	struct sheaf *old = take_main(c);
 	set_main(c, sp, sp->size);
-	set_spare(c, old);
+	spare_put(c, old);
 }
 
 bool sheaf_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
 {
 	c->sheaf_cap = cap;
-	c->main = c->spare = NULL;
+	c->main = NULL;
+	atomic_store_explicit(&c->spare, NULL, memory_order_relaxed);   /* taken by the flush before */
 	c->objs = cpu_empty.objs;
 	c->cap = 0;
 	cpu_set_n(c, 0);
@@ -282,14 +299,13 @@ bool sheaf_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
  * slow path sets it up again). */
 void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn)
 {
-	if (!c->main && !c->spare)
+	struct sheaf *sh[2] = { c->main ? take_main(c) : NULL, spare_take(c) };
+	if (!sh[0] && !sh[1])
 		return;
-	struct sheaf *sh[2] = { c->main ? take_main(c) : NULL, c->spare };
-	c->main = c->spare = NULL;
+	c->main = NULL;
 	c->objs = cpu_empty.objs;
 	c->cap = 0;
 	cpu_set_n(c, 0);
-	atomic_store_explicit(&c->spare_n, 0, memory_order_relaxed);
 	for (unsigned i = 0; i < 2; i++) {
 		if (!sh[i])
 			continue;
@@ -300,8 +316,8 @@ void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn)
 		sheaf_flush(s, c, sh[i]);
 		barn_put_empty(s, c, sh[i]);
 	}
-	/* set up again, empty, so that the fast paths can run without a
-	 * detour (not at thread exit or destroy: the caller drops the part) */
+	/* without sheaves now: its next slow path sets it up again for the
+	 * cache's sheaf_capacity (at thread exit or destroy, none comes) */
 	c->sheaf_cap = 0;
 }
 
@@ -310,9 +326,9 @@ void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn)
 /* Objects into main (which is empty): spare, barn, slabs. False: no memory. */
 static bool refill_main(struct uslab_cache *s, struct cpu_cache *c)
 {
-	struct sheaf *sp = c->spare;
+	struct sheaf *sp = spare_take(c);
 	if (sp && sp->size) {
-		swap_spare(c);
+		swap_spare(c, sp);
 		return true;
 	}
 	struct sheaf *full = barn_get_full(s, c, c->sheaf_cap);
@@ -320,12 +336,15 @@ static bool refill_main(struct uslab_cache *s, struct cpu_cache *c)
 		struct sheaf *empty = take_main(c);
 		cpu_count(&c->sh_in, full->size);
 		set_main(c, full, full->size);
-		if (!sp)
-			set_spare(c, empty);
-		else
+		if (!sp) {
+			spare_put(c, empty);
+		} else {
+			spare_put(c, sp);
 			barn_put_empty(s, c, empty);
+		}
 		return true;
 	}
+	spare_put(c, sp);   /* empty, or none */
 	unsigned got = slab_take_objects(s, c, c->objs, c->cap);
 	if (!got)
 		return false;
@@ -356,15 +375,16 @@ void *sheaf_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
  * the barn, or a flush to the slabs. */
 static void make_room(struct uslab_cache *s, struct cpu_cache *c)
 {
-	struct sheaf *sp = c->spare;
+	struct sheaf *sp = spare_take(c);
 	if (sp && !sp->size) {
-		swap_spare(c);
+		swap_spare(c, sp);
 		return;
 	}
+	spare_put(c, sp);   /* a full spare stays */
 	if (!sp) {
 		struct sheaf *e = barn_get_empty(s, c, c->sheaf_cap);
 		if (e) {
-			set_spare(c, take_main(c));
+			spare_put(c, take_main(c));
 			set_main(c, e, 0);
 			return;
 		}
@@ -414,6 +434,21 @@ void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x)
 	cpu_count(&c->sh_in, 1);
 }
 
+unsigned sheaf_take_spare(struct uslab_cache *s, struct cpu_cache *c)
+{
+	struct sheaf *sh = spare_take(c);
+	if (!sh)
+		return 0;
+	unsigned n = sh->size;
+	atomic_fetch_add_explicit(&c->stolen, n, memory_order_relaxed);
+	/* counted on the cache (NULL part): c's counters are its owner's */
+	if (n && n == sh->cap && barn_put_full(s, NULL, sh))
+		return n;
+	sheaf_flush(s, NULL, sh);
+	barn_put_empty(s, NULL, sh);
+	return n;
+}
+
 /* ---- bulk ---------------------------------------------------------------------- */
 
 size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
@@ -432,7 +467,7 @@ size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, v
 			i += k;
 			continue;
 		}
-		if (c->main && ((c->spare && c->spare->size) ||
+		if (c->main && (atomic_load_explicit(&c->spare_n, memory_order_relaxed) ||
 				atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed))) {
 			if (refill_main(s, c) && c->n)
 				continue;
@@ -476,8 +511,7 @@ void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 		}
 		/* main is full: swap or trade it, but flush the rest straight
 		 * to the slabs rather than main over and over */
-		struct sheaf *sp = c->spare;
-		bool room_cheap = (sp && !sp->size) || !sp ||
+		bool room_cheap = !atomic_load_explicit(&c->spare_n, memory_order_relaxed) ||   /* no spare, or empty */
 				  atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed) <
 					  TUNE(s, barn_full_max);
 		if (!room_cheap)

@@ -649,6 +649,19 @@ static void cpu_retune(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
 	sheaf_setup_cpu(s, c, cap);
 }
 
+void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c)
+{
+	cpu_count(&c->slow_ops, 1);   /* this part is in use (decay.c) */
+	if (unlikely(atomic_load_explicit(&c->flush_req, memory_order_relaxed))) {
+		/* another thread asked, while we were idle, for what we hold */
+		atomic_store_explicit(&c->flush_req, false, memory_order_relaxed);
+		slab_flush_cpu(s, c);
+	}
+	unsigned cap = TUNE(s, sheaf_capacity);
+	if (unlikely(c->sheaf_cap != cap))
+		cpu_retune(s, c, cap);
+}
+
 void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked)
 {
 	s = cache_root(s);
@@ -662,9 +675,7 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, 
 		if (!c)
 			return slab_alloc_nocpu(s);
 	}
-	unsigned cap = TUNE(s, sheaf_capacity);
-	if (unlikely(c->sheaf_cap != cap))
-		cpu_retune(s, c, cap);
+	slab_cpu_enter(s, c);
 	void *x = c->sheaf_cap ? sheaf_alloc_slow(s, c) : cpu_slab_alloc_slow(s, c);
 	if (likely(x))
 		track_alloc(x, s->object_size);
@@ -722,9 +733,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 			return;
 		}
 	}
-	unsigned cap = TUNE(s, sheaf_capacity);
-	if (unlikely(c->sheaf_cap != cap))
-		cpu_retune(s, c, cap);
+	slab_cpu_enter(s, c);
 	track_free(x, s->object_size);
 	if (c->sheaf_cap)
 		sheaf_free_slow(s, c, x);

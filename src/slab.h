@@ -106,6 +106,8 @@ struct barn {
 	struct sheaf *full, *empty;
 	_Atomic unsigned nr_full, nr_empty;   /* written under lock, peeked without */
 	_Atomic unsigned long objects;        /* objects in the full sheaves (statistics) */
+	_Atomic unsigned long gets;           /* full sheaves taken so far (lock held) */
+	unsigned long seen_gets;              /* gets at the last decay pass (cache_mutex) */
 };
 
 struct node {
@@ -138,9 +140,22 @@ struct cpu_cache {
 	_Atomic uint64_t free_pcs, free_fast;
 
 	/* The rest: slow paths. */
-	struct sheaf *main, *spare;     /* sheaves: main (objs/n mirror it), spare (or NULL) */
-	_Atomic uint32_t spare_n;       /* sheaves: objects in spare (statistics) */
+	struct sheaf *main;             /* sheaves: main (objs/n mirror it) */
+	/* sheaves: spare, or NULL. Taken by atomic exchange, by the owner (to
+	 * use it) or by another thread taking memory back from an idle owner
+	 * (decay.c), which then adds its objects to `stolen`. */
+	struct sheaf *_Atomic spare;
+	_Atomic uint32_t spare_n;       /* objects in the sheaf in `spare` (RMW by both) */
 	uint32_t sheaf_cap;             /* the capacity this part runs with; 0: classic */
+	_Atomic uint64_t stolen;        /* objects others took out of spare (statistics) */
+	/* Taking memory back from idle threads (decay.c): the owner counts its
+	 * slow paths; a pass that finds the count unchanged since the last one
+	 * takes the spare and sets flush_req, which the owner acknowledges on
+	 * its next slow path by giving everything back (main included: only
+	 * the owner may touch main). */
+	_Atomic uint64_t slow_ops;
+	uint64_t seen_ops;              /* slow_ops at the last pass (cache_mutex) */
+	_Atomic bool flush_req;
 	/* Objects the slow paths put into main and spare, less those they
 	 * took out other than by the fast path: with free_pcs, what the
 	 * derived ALLOC_PCS starts from. fl_in: the same for the classic free
@@ -406,6 +421,9 @@ USLAB_HIDDEN void slab_debug_free(struct uslab_cache *s, struct slab *slab, void
 /* Every object an allocation path returns goes through here: in hardened
  * mode it is marked live (fatal if it was). Returns x. */
 USLAB_HIDDEN void *slab_hand_out(struct uslab_cache *s, void *x);
+/* A slow path is about to use part c of s: count it, acknowledge a
+ * take-back request (decay.c), switch modes if sheaf_capacity changed. */
+USLAB_HIDDEN void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c);
 /* Allocate/free without a CPU part (metadata caches, exiting threads). */
 USLAB_HIDDEN void *slab_alloc_nocpu(struct uslab_cache *s);
 USLAB_HIDDEN void slab_free_nocpu(struct uslab_cache *s, void *x);
@@ -446,6 +464,9 @@ USLAB_HIDDEN unsigned long slab_count_live(struct uslab_cache *s);
 /* A hook the allocation slow path calls when set (export.c registers it,
  * so the core never calls up into the export by name). */
 extern void (*_Atomic slab_slow_hook)(void) USLAB_HIDDEN;
+/* cache.c calls this hook (when set) after a cache is made or destroyed,
+ * with no lock held (export.c: refresh the snapshot's list of caches). */
+extern void (*_Atomic cache_list_hook)(void) USLAB_HIDDEN;
 
 /* ---- sheaf.c: sheaves and the barn ---------------------------------------- */
 /* The allocation/free slow paths of a part in sheaves mode: make room or
@@ -456,6 +477,10 @@ USLAB_HIDDEN void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, vo
 USLAB_HIDDEN void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn);
 /* Flush every sheaf in the barn to the slabs and free the sheaves. */
 USLAB_HIDDEN void sheaf_flush_barn(struct uslab_cache *s);
+/* Another thread's part: take its spare sheaf (objects to the barn if it is
+ * full and the barn has room, else to the slabs). cache_mutex held, so the
+ * part cannot go away. Returns the objects taken. */
+USLAB_HIDDEN unsigned sheaf_take_spare(struct uslab_cache *s, struct cpu_cache *c);
 /* Set up a part for sheaves of capacity cap (0: none). */
 USLAB_HIDDEN bool sheaf_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned cap);
 USLAB_HIDDEN void sheaf_init_cache(struct uslab_cache *s);
@@ -463,6 +488,24 @@ USLAB_HIDDEN void sheaf_init(void);
 /* bulk through the sheaves (bulk.c calls them for parts in sheaves mode) */
 USLAB_HIDDEN size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
 USLAB_HIDDEN void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+
+/* ---- decay.c: memory back to the OS over time, and from idle threads ---- */
+/* Take back what caches hold unused (only: one cache, NULL: all): the
+ * calling thread's sheaves or CPU slabs, other threads' spare sheaves (and
+ * a request for the rest, acknowledged at their next slow path), the
+ * barn, empty slabs. `all`: everything now (shrink, trim); else what was
+ * unused since the last pass. Returns about how many objects and slabs
+ * went back (0: nothing). */
+USLAB_HIDDEN unsigned long mem_take_back(struct uslab_cache *only, bool all);
+/* The same with cache_mutex held (the export's shrink command). */
+USLAB_HIDDEN unsigned long mem_take_back_locked(struct uslab_cache *only, bool all);
+/* One decay pass over every cache, the page allocator and the huge cache;
+ * returns the ms until the next one is due (UINT64_MAX: nothing pending). */
+USLAB_HIDDEN uint64_t mem_decay_pass(void);
+/* The background thread (bgthread.c): sleeping with no deadline, and its
+ * wake-up (registered by it). */
+extern _Atomic bool mem_bg_sleeping USLAB_HIDDEN;
+extern void (*_Atomic mem_bg_wake)(void) USLAB_HIDDEN;
 
 /* ---- cpu_slab.c: classic mode ----------------------------------------------- */
 /* Fill c->freelist (CPU slab from CPU partial list, node list or a new
@@ -548,6 +591,7 @@ struct uslab_opts {
 	bool report_continue;  /* report_continue: report, leak the object, go on */
 	bool freelist_random;  /* slab_freelist_random */
 	bool hardened;         /* hardened: live bits, every operation on the slow paths */
+	bool background_thread;/* background_thread: decay and export served by a thread (bgthread.c) */
 	unsigned debug;        /* slub_debug letters (DBG_*) */
 	char debug_caches[256];/* slub_debug's cache list, ",a,b," (empty: all caches) */
 };

@@ -62,7 +62,8 @@ uint64_t cpu_alloc_pcs(struct cpu_cache *c)
 {
 	return atomic_load_explicit(&c->sh_in, memory_order_relaxed) +
 	       atomic_load_explicit(&c->free_pcs, memory_order_relaxed) - __atomic_load_n(&c->n, __ATOMIC_RELAXED) -
-	       atomic_load_explicit(&c->spare_n, memory_order_relaxed);
+	       atomic_load_explicit(&c->spare_n, memory_order_relaxed) -
+	       atomic_load_explicit(&c->stolen, memory_order_relaxed);   /* taken back by others */
 }
 
 static void sum_events_locked(struct uslab_cache *s, uint64_t *ev)

@@ -1,0 +1,140 @@
+/*
+ * Giving memory back to the OS over time, and taking it back from threads
+ * that hold it while idle.
+ *
+ * Where free memory sits, and what returns it:
+ *   - free pages of the page allocator: page_free() purges (MADV_DONTNEED)
+ *     what has been free for decay_ms, and at once whatever exceeds
+ *     decay_dirty_max, so a burst of frees gives memory back while it runs;
+ *     wholly free segments are unmapped (page.c);
+ *   - freed huge mappings: unmapped after decay_ms (large.c);
+ *   - empty slabs the node list keeps (min_partial), sheaves in the barn,
+ *     and sheaves of threads that stopped allocating: a decay pass
+ *     (mem_decay_pass) gives these back once they have gone unused for a
+ *     whole pass. Passes run on the background thread when there is one
+ *     (bgthread.c: every decay_ms while anything is pending, never while
+ *     nothing is), and on demand: uslab_cache_shrink(), malloc_trim(0).
+ *
+ * Taking back from another thread: only the owner may touch its main sheaf
+ * (its fast paths read and write it without atomics), so the taker uses
+ * two mechanisms, chosen by what is safe without the owner's help:
+ *   - the spare sheaf sits in an atomic slot: the taker exchanges it out
+ *     (sheaf_take_spare), an owner that wants it meanwhile finds the slot
+ *     empty and carries on;
+ *   - for the rest (main, a classic CPU slab and partial list) the taker
+ *     sets the part's flush_req, a hand-off the owner acknowledges on its
+ *     next slow path (slab_cpu_enter) by giving everything back.
+ * A thread blocked for good keeps at most its main sheaf per cache (and,
+ * in classic mode, its CPU slab and partial list).
+ *
+ * Locks: cache_mutex across a pass (the parts cannot go away), then node
+ * and barn locks as the flushes take them; the page lock last. The pass
+ * reads each part's slow-path count (relaxed) and remembers it in
+ * seen_ops (only passes, under cache_mutex, touch that).
+ */
+#include "kmalloc.h"
+
+#include <string.h>
+
+/* bgthread.c: set while the background thread sleeps with no deadline,
+ * and how to wake it. */
+_Atomic bool mem_bg_sleeping;
+void (*_Atomic mem_bg_wake)(void);
+
+void mem_dirty_notify(void)
+{
+	if (unlikely(atomic_load_explicit(&mem_bg_sleeping, memory_order_relaxed)) &&
+	    atomic_exchange_explicit(&mem_bg_sleeping, false, memory_order_relaxed)) {
+		void (*wake)(void) = atomic_load_explicit(&mem_bg_wake, memory_order_acquire);
+		if (wake)
+			wake();
+	}
+}
+
+/* Does part c hold objects or slabs (as far as another thread can see)? */
+static bool part_holds(struct cpu_cache *c)
+{
+	return __atomic_load_n(&c->n, __ATOMIC_RELAXED) || atomic_load_explicit(&c->spare_n, memory_order_relaxed) ||
+	       __atomic_load_n(&c->slab, __ATOMIC_RELAXED) || __atomic_load_n(&c->partial, __ATOMIC_RELAXED);
+}
+
+/*
+ * One cache (cache_mutex held). `all`: take everything that can be taken
+ * now (shrink, trim); else only what was unused since the last pass.
+ * `self`: the calling thread's own part (flushed directly), or NULL.
+ * Returns true if something is left that a later pass may take.
+ */
+static bool decay_cache_locked(struct uslab_cache *s, bool all, struct cpu_cache *self, unsigned long *taken)
+{
+	bool pending = false, idle = true;
+	if (self)
+		slab_flush_cpu(s, self);
+	for (struct cpu_cache *c = s->cpu_list; c; c = c->cnext) {
+		uint64_t ops = atomic_load_explicit(&c->slow_ops, memory_order_relaxed);
+		if (c == self) {
+			c->seen_ops = ops;
+			continue;
+		}
+		if (all || ops == c->seen_ops) {   /* idle since the last pass */
+			*taken += sheaf_take_spare(s, c);
+			/* the rest at its next slow path; a part asked before and
+			 * still idle is not waited for (its thread may never run) */
+			if (part_holds(c) && !atomic_exchange_explicit(&c->flush_req, true, memory_order_relaxed))
+				pending = true;
+		} else {
+			idle = false;
+			pending |= part_holds(c);
+		}
+		c->seen_ops = ops;
+	}
+	struct barn *b = &s->node.barn;
+	unsigned long gets = atomic_load_explicit(&b->gets, memory_order_relaxed);
+	bool barn_used = atomic_load_explicit(&b->nr_full, memory_order_relaxed) ||
+			 atomic_load_explicit(&b->nr_empty, memory_order_relaxed);
+	if (barn_used && (all || gets == b->seen_gets)) {
+		*taken += atomic_load_explicit(&b->objects, memory_order_relaxed);
+		sheaf_flush_barn(s);
+	} else if (barn_used) {
+		pending = true;
+	}
+	b->seen_gets = gets;
+	/* empty slabs the node list keeps (min_partial): when nobody used the
+	 * cache for a pass */
+	if (all || idle) {
+		*taken += slab_shrink_node(s);
+	} else if (atomic_load_explicit(&s->node.nr_partial, memory_order_relaxed)) {
+		pending = true;
+	}
+	return pending;
+}
+
+unsigned long mem_take_back_locked(struct uslab_cache *only, bool all)
+{
+	unsigned long taken = 0;
+	for (struct uslab_cache *s = cache_list; s; s = s->next)
+		if (!only || s == only)
+			decay_cache_locked(s, all, cpu_part(s), &taken);
+	return taken;
+}
+
+unsigned long mem_take_back(struct uslab_cache *only, bool all)
+{
+	cache_init();
+	pthread_mutex_lock(&cache_mutex);
+	unsigned long taken = mem_take_back_locked(only, all);
+	pthread_mutex_unlock(&cache_mutex);
+	return taken;
+}
+
+uint64_t mem_decay_pass(void)
+{
+	unsigned long taken = 0;
+	bool pending = false;
+	pthread_mutex_lock(&cache_mutex);
+	for (struct uslab_cache *s = cache_list; s; s = s->next)
+		pending |= decay_cache_locked(s, false, NULL, &taken);
+	pthread_mutex_unlock(&cache_mutex);
+	pending |= page_decay() != 0;
+	pending |= huge_decay();
+	return pending ? MAX(page_purge_delay_ms, 10U) : UINT64_MAX;
+}
