@@ -87,9 +87,10 @@ static inline void kfree(void *p)
 {
 	if (unlikely(!p))
 		return;
-	struct slab *d = page_obj_slab(p);
+	uintptr_t base;
+	struct slab *d = page_obj_lookup(p, &base);
 	if (likely(page_kind(d) == PK_SLAB)) {
-		slab_free_fast_slab(d->cache, d, p);
+		slab_free_fast_desc(d, base, p);
 		return;
 	}
 	kfree_other(p, d);

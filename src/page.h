@@ -56,6 +56,8 @@ struct slab {
 	uint8_t dirty;              /* free block: has pages not yet given back to the OS */
 	uint16_t pfree;             /* slab on a classic CPU partial list: the free objects it
 	                             * was counted with there (owner only) */
+	uint16_t cid;               /* slab: its cache's id, so that free() reaches the CPU part
+	                             * without loading the cache first */
 	uint64_t free_time;         /* free block: when freed (ms, os_now_ms) */
 } __attribute__((aligned(CACHE_LINE)));
 _Static_assert(sizeof(struct slab) == CACHE_LINE, "one descriptor per cache line");
@@ -116,6 +118,23 @@ static inline struct slab *page_obj_slab(const void *p)
 		return &page_foreign;
 	struct segment *seg = (struct segment *)(a & ~SEG_MASK);
 	return &seg->desc[seg->head[(a & SEG_MASK) >> PAGE_SHIFT]];
+}
+
+/* page_obj_slab() that also gives the block's first byte (computed from
+ * the head index the lookup reads anyway). */
+static inline struct slab *page_obj_lookup(const void *p, uintptr_t *base)
+{
+	uintptr_t a = (uintptr_t)p, si = a >> SEG_SHIFT;
+	*base = 0;
+	if (unlikely(si >= SEG_MAP_BITS))
+		return &page_foreign;
+	uint64_t w = atomic_load_explicit(&page_seg_map[si / 64], memory_order_relaxed);
+	if (unlikely(!(w & (1ULL << (si % 64)))))
+		return &page_foreign;
+	struct segment *seg = (struct segment *)(a & ~SEG_MASK);
+	unsigned h = seg->head[(a & SEG_MASK) >> PAGE_SHIFT];
+	*base = (uintptr_t)seg + ((uintptr_t)h << PAGE_SHIFT);
+	return &seg->desc[h];
 }
 
 /* First byte of the block a head descriptor describes. */

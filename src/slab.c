@@ -239,6 +239,7 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 		return NULL;
 	char *first = slab_first(s, slab);
 	slab->cache = s;
+	slab->cid = (uint16_t)s->id;
 	slab->objects = (uint16_t)objects;
 	slab->on_node = 0;
 	slab->next = slab->prev = NULL;

@@ -739,6 +739,26 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 	slab_free_fast_slab(s, NULL, x);
 }
 
+/* free()'s fast path, for x whose descriptor d is a live slab's (kind
+ * checked) and whose block starts at base: the part comes from d->cid
+ * without waiting for the cache, which only the boundary check needs. */
+static inline __attribute__((always_inline)) void slab_free_fast_desc(struct slab *d, uintptr_t base, void *x)
+{
+	struct cpu_cache *c = cpu_this_id(d->cid);
+	struct uslab_cache *s = d->cache;
+	uint32_t n = c->n;
+	uintptr_t off = (uintptr_t)x - base;
+	if (likely(n < c->cap) && likely(off < (uintptr_t)d->objects * s->size) && likely(obj_offset_ok(s, off)) &&
+	    likely(!sheaf_recent(c->objs, n, x))) {
+		track_free(x, s->object_size);
+		c->objs[n] = x;
+		cpu_set_n(c, n + 1);
+		cpu_count(&c->free_pcs, 1);
+		return;
+	}
+	slab_free_fast_slab(s, d, x);   /* classic mode, a full sheaf, misuse */
+}
+
 /* ---- stats.c ---------------------------------------------------------- */
 /* The derived fast-path allocation counts of a CPU part (owner-exact; for
  * another live thread, objects it holds count as allocated). */
