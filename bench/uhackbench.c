@@ -417,8 +417,8 @@ int main(int argc, char **argv)
 		info.version = USLAB_CACHE_INFO_VERSION;
 		if (uslab_cache_get_info(cache, &info) == 0) {
 			const uint64_t *ev = info.events;
-			/* "fast": no lock and no atomic: the CPU free list or the CPU queue */
-			uint64_t af = ev[USLAB_STAT_ALLOC_FASTPATH];
+			/* "fast": no lock and no atomic: a sheaf, or classic mode's CPU free list */
+			uint64_t af = ev[USLAB_STAT_ALLOC_FASTPATH] + ev[USLAB_STAT_ALLOC_PCS];
 			uint64_t as = ev[USLAB_STAT_ALLOC_SLOWPATH];
 			uint64_t ff = ev[USLAB_STAT_FREE_FASTPATH] + ev[USLAB_STAT_FREE_PCS];
 			uint64_t fs = ev[USLAB_STAT_FREE_SLOWPATH];
