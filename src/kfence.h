@@ -17,9 +17,17 @@
 
 struct uslab_cache;
 
+#define KFENCE_INTERVAL_DEFAULT 65536        /* "kfence" alone: about one allocation in this many */
+#define KFENCE_INTERVAL_MAX     1000000000   /* kfence=N: largest N */
+#define KFENCE_POOL_DEFAULT     255          /* objects in the pool (the kernel's default) */
+#define KFENCE_POOL_MAX         65535        /* kfence_pool=N: largest N */
+
 /* About one allocation in kfence_interval is sampled (0: off). Set from
  * USLAB_OPTIONS before any allocation, read-only after. */
 extern unsigned kfence_interval USLAB_HIDDEN;
+/* Objects the pool holds (kfence_pool=N; 0: KFENCE_POOL_DEFAULT). Set from
+ * USLAB_OPTIONS before any allocation, read-only after. */
+extern unsigned kfence_pool_objects USLAB_HIDDEN;
 
 /* After options_init(): map the pool and install the fault handler if
  * sampling is on. */
@@ -41,5 +49,22 @@ USLAB_HIDDEN void kfence_free(void *p, struct uslab_cache *named, void *caller);
 /* The usable size of a live pool object, or a fatal report (`what`: the
  * entry point, "malloc_usable_size", "realloc"). */
 USLAB_HIDDEN size_t kfence_usable(const void *p, const char *what);
+
+/* Pool objects of real cache `root` live now (a scan of the pool; 0 at
+ * once when the pool is empty). For the cache's active_objects, and for
+ * destroy, which must not free a cache that pool objects still name. */
+USLAB_HIDDEN unsigned long kfence_cache_live(const struct uslab_cache *root);
+
+/* What the pool did since the start (uslab_process_get_info version 2). */
+struct kfence_stats {
+	unsigned interval;   /* kfence_interval in effect (0: off, or no pool could be had) */
+	unsigned slots;      /* objects the pool holds (0: no pool) */
+	uint64_t allocs;     /* allocations placed in the pool */
+	uint64_t missed;     /* samples allocated normally: pool full, object above a page,
+	                      * debug or internal cache */
+	uint64_t in_use;     /* pool objects allocated now */
+	uint64_t reports;    /* KFENCE reports made */
+};
+USLAB_HIDDEN void kfence_get_stats(struct kfence_stats *st);
 
 #endif
