@@ -225,8 +225,8 @@ void *kmalloc_aligned(size_t size, size_t align)
 		}
 		/* Debug caches put a red zone before each object: no alignment
 		 * beyond 8 there, so aligned blocks come from whole pages. */
-		if (likely(!kmalloc_caches[i]->debug))
-			return slab_alloc_fast(kmalloc_caches[i]);
+		if (likely(!kmalloc_caches[i]->debug))   /* n: a sampled (KFENCE) block keeps the alignment */
+			return slab_alloc_fast_sized(kmalloc_caches[i], n);
 	}
 	return kmalloc_big(size, align, NULL);
 }
@@ -243,6 +243,10 @@ void kfree_other(void *p, struct slab *d)
 		return;
 	}
 	if (d == &page_foreign) {
+		if (kfence_owns(p)) {   /* a sampled object (kfence.c) */
+			kfence_free(p, NULL, __builtin_return_address(0));
+			return;
+		}
 		if (kmalloc_is_boot(p))
 			return;   /* bootstrap memory is never reused */
 		int e = errno;
@@ -274,6 +278,8 @@ size_t kmalloc_usable(const void *p, const char *what)
 	if (k == PK_LARGE && p == page_address(d))
 		return large_usable(d);
 	if (d == &page_foreign) {
+		if (kfence_owns(p))
+			return kfence_usable(p, what);
 		if (kmalloc_is_boot(p))
 			return kmalloc_boot_usable(p);
 		size_t n = huge_usable(p);

@@ -140,6 +140,10 @@ void *mf_realloc(void *p, size_t n)
 		if (n <= MALLOC_MAX_REQUEST && large_resize(d, p, n))
 			return p;
 		old = large_usable(d);
+	} else if (d == &page_foreign && kfence_owns(p)) {
+		old = kfence_usable(p, "realloc");   /* a sampled block: in place as a slab object, */
+		if (n <= old)                        /* moved to grow (new, copy, free through kfence) */
+			return p;
 	} else if (d == &page_foreign && !kmalloc_is_boot(p)) {
 		if (huge_resize(p, n))
 			return p;

@@ -41,7 +41,16 @@ struct uslab_opts opt = {
 	X("slab_freelist_random", "slub_freelist_random", FLAG, freelist_random, 1) \
 	X("hardened",         "hardened",         FLAG, hardened,    1)
 
-enum opt_kind { FLAG, UINT };
+/* Options of other modules' variables: X(name, alias, kind, var, max,
+ * bare), var an lvalue; OPTUINT takes =N in [0, max] or nothing (then
+ * `bare`). KFENCE (kfence.c): "kfence" samples about one allocation in
+ * KFENCE_INTERVAL_DEFAULT, kfence=N one in N, kfence=0 none; kfence_pool=N
+ * objects in the pool (0: the default). */
+#define MODULE_OPTIONS(X) \
+	X("kfence",           "kfence",           OPTUINT, kfence_interval, KFENCE_INTERVAL_MAX, KFENCE_INTERVAL_DEFAULT) \
+	X("kfence_pool",      "kfence_pool",      UINT, kfence_pool_objects, KFENCE_POOL_MAX, 0)
+
+enum opt_kind { FLAG, UINT, OPTUINT };
 
 /* Per-cache settings from "NAME:key=value", applied at creation. */
 #define CACHE_OPTS_MAX 32
@@ -162,18 +171,21 @@ static void parse_token(const char *tok, size_t n)
 		co->value = v;
 		return;
 	}
-#define X(name, alias, kind, field, hi) \
+#define XV(name, alias, kind, var, hi, bare) \
 	if (streq_n(tok, klen, name) || streq_n(tok, klen, alias)) { \
-		if ((kind == FLAG) == has_val) { \
+		if (kind != OPTUINT && (kind == FLAG) == has_val) { \
 			warn(tok, n, kind == FLAG ? "takes no value" : "needs =N"); \
-		} else if (kind == UINT && v > (unsigned long)(hi)) { \
+		} else if (kind != FLAG && v > (unsigned long)(hi)) { \
 			warn(tok, n, "value out of range"); \
 		} else { \
-			opt.field = kind == FLAG ? 1 : (__typeof__(opt.field))v; \
+			var = (__typeof__(var))(has_val ? v : (unsigned long)(bare)); \
 		} \
 		return; \
 	}
+#define X(name, alias, kind, field, hi) XV(name, alias, kind, opt.field, hi, 1)
 	OPTIONS(X)
+	MODULE_OPTIONS(XV)
+#undef XV
 #undef X
 	warn(tok, n, "unknown option");
 }
