@@ -338,7 +338,13 @@ struct uslab_cache_info {
  */
 USLAB_API int uslab_cache_get_info(struct uslab_cache *cache, struct uslab_cache_info *info);
 
-#define USLAB_PROCESS_INFO_VERSION 1
+/*
+ * Versions of struct uslab_process_info (fill `version` with the one your
+ * code was compiled against; the library fills exactly that layout):
+ *   1: up to and including rss_bytes;
+ *   2: adds the KFENCE fields (USLAB_OPTIONS=kfence: sampled guard pages).
+ */
+#define USLAB_PROCESS_INFO_VERSION 2
 
 /* The page allocator's view of the whole process. Fill `version`. */
 struct uslab_process_info {
@@ -349,8 +355,16 @@ struct uslab_process_info {
 	uint64_t dirty_bytes;      /* free bytes not yet given back to the OS */
 	uint64_t free_blocks[10];  /* free page blocks by order 0..9 */
 	uint64_t rss_bytes;        /* resident set size of the process */
+	/* ---- version 2: KFENCE ---- */
+	unsigned kfence_interval;  /* about one allocation in this many is sampled; 0: off */
+	unsigned kfence_slots;     /* objects the guarded pool holds (0: no pool) */
+	uint64_t kfence_allocs;    /* allocations placed in the pool since the start */
+	uint64_t kfence_missed;    /* samples allocated normally (pool full, object above a
+	                            * page, debug cache) */
+	uint64_t kfence_in_use;    /* pool objects allocated now */
+	uint64_t kfence_reports;   /* KFENCE reports made (misuse found) */
 };
-/* Returns 0, or -1 with errno EINVAL. */
+/* Returns 0, or -1 with errno EINVAL (NULL, or a version not 1 or 2). */
 USLAB_API int uslab_process_get_info(struct uslab_process_info *info);
 
 /* Forms of uslab_stats_print() (`opts`); one of the first three, plus

@@ -112,6 +112,7 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 	uint64_t frees = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_SLOWPATH] + e[USLAB_STAT_FREE_PCS] +
 			 e[USLAB_STAT_FREE_BULK];
 	info->active_objects = allocs > frees ? allocs - frees : 0;
+	info->active_objects += kfence_cache_live(s);   /* sampled objects: live, not in the events */
 	/* Slabs of mixed orders (after a fallback) make this an estimate. */
 	uint64_t per = oo_objects(oo) ? oo_objects(oo) : 1;
 	info->slab_bytes = (info->total_objects + per - 1) / per * (PAGE_SIZE << oo_order(oo));
@@ -345,8 +346,14 @@ static void print_table(void (*write_fn)(void *, const char *), void *arg, unsig
 		stats_fmt_size(m, sizeof m, pi.mapped_bytes);
 		stats_fmt_size(r, sizeof r, pi.rss_bytes);
 		stats_fmt_size(u, sizeof u, pi.used_bytes);
-		fmt_buf(line, sizeof line, "process: mapped %s in %llu segments, resident %s, in use %s\n", m,
-			(unsigned long long)pi.segments, r, u);
+		size_t k = fmt_buf(line, sizeof line, "process: mapped %s in %llu segments, resident %s, in use %s", m,
+				   (unsigned long long)pi.segments, r, u);
+		if (pi.kfence_interval)
+			k += fmt_buf(line + k, sizeof line - k,
+				     "; KFENCE 1 in %u: %llu sampled, %llu in the pool of %u, %llu reports", pi.kfence_interval,
+				     (unsigned long long)pi.kfence_allocs, (unsigned long long)pi.kfence_in_use,
+				     pi.kfence_slots, (unsigned long long)pi.kfence_reports);
+		fmt_buf(line + k, sizeof line - k, "\n");
 		write_fn(arg, line);
 	}
 }
@@ -390,7 +397,14 @@ static void print_json(void (*write_fn)(void *, const char *), void *arg)
 		fmt_buf(line, sizeof line, "%s%llu", o ? "," : "", (unsigned long long)pi.free_blocks[o]);
 		write_fn(arg, line);
 	}
-	write_fn(arg, "]},\"caches\":[");
+	fmt_buf(line, sizeof line,
+		"],\"kfence\":{\"interval\":%u,\"slots\":%u,\"allocs\":%llu,\"missed\":%llu,\"in_use\":%llu,"
+		"\"reports\":%llu}",
+		pi.kfence_interval, pi.kfence_slots, (unsigned long long)pi.kfence_allocs,
+		(unsigned long long)pi.kfence_missed, (unsigned long long)pi.kfence_in_use,
+		(unsigned long long)pi.kfence_reports);
+	write_fn(arg, line);
+	write_fn(arg, "},\"caches\":[");
 	bool first = true;
 	for (unsigned i = 0; nth_info(i, &info); i++) {
 		if (info.alias_of[0])
@@ -485,14 +499,18 @@ void uslab_stats_print_fd(int fd)
 
 int uslab_process_get_info(struct uslab_process_info *info)
 {
-	if (!info || info->version != USLAB_PROCESS_INFO_VERSION) {
+	if (!info || info->version < 1 || info->version > USLAB_PROCESS_INFO_VERSION) {
 		errno = EINVAL;
 		return -1;
 	}
+	/* version 1 callers' struct ends before the KFENCE fields: write
+	 * nothing past it */
+	unsigned version = info->version;
+	size_t size = version == 1 ? offsetof(struct uslab_process_info, kfence_interval) : sizeof *info;
 	struct page_info pi;
 	page_get_info(&pi);
-	memset(info, 0, sizeof *info);
-	info->version = USLAB_PROCESS_INFO_VERSION;
+	memset(info, 0, size);
+	info->version = version;
 	info->segments = pi.segments;
 	info->mapped_bytes = pi.mapped_bytes;
 	info->used_bytes = pi.used_bytes;
@@ -501,5 +519,15 @@ int uslab_process_get_info(struct uslab_process_info *info)
 		       "free_blocks covers every order");
 	memcpy(info->free_blocks, pi.free_blocks, sizeof info->free_blocks);
 	info->rss_bytes = os_rss();
+	if (version >= 2) {
+		struct kfence_stats ks;
+		kfence_get_stats(&ks);
+		info->kfence_interval = ks.interval;
+		info->kfence_slots = ks.slots;
+		info->kfence_allocs = ks.allocs;
+		info->kfence_missed = ks.missed;
+		info->kfence_in_use = ks.in_use;
+		info->kfence_reports = ks.reports;
+	}
 	return 0;
 }
