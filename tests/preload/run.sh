@@ -13,6 +13,11 @@
 #           output, so identical object ids.
 #   interpose  a small C program (getline of varied line lengths, fork, a
 #           thread), as glibc's tst-interpose; identical output.
+#   kfence  8 allocation-heavy CPython test modules under KFENCE sampling
+#           (kfence=1: every allocation while the pool has room; then
+#           kfence: the default rate; added to the caller's USLAB_OPTIONS,
+#           skipped under slub_debug, whose caches are never sampled), each
+#           compared with glibc's pass set; no report may appear (25 s).
 #
 #   tests/preload/run.sh LIBUSLAB_MALLOC_SO [python sqlite git interpose ...]
 #
@@ -25,7 +30,7 @@ LIB=${1:?usage: run.sh path/to/libuslab-malloc.so [parts...]}
 shift
 LIB=$(readlink -f "$LIB")
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(interpose sqlite git python)
+[ ${#parts[@]} -gt 0 ] || parts=(interpose sqlite git python kfence)
 PY=/usr/bin/python3   # Debian's: its test package is libpython3.X-testsuite
 WORK=$(mktemp -d /tmp/uslab-preload.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -262,11 +267,69 @@ part_python() {
 	fi
 }
 
+# ---- CPython under KFENCE sampling ----------------------------------------------------
+PY_KFENCE_TESTS="test_dict test_list test_re test_collections test_struct test_sort test_json test_unicode"
+
+# run_uslab NAME CMD...: as run_both's uslab half (WORK/NAME.uslab.*).
+run_uslab() {
+	local name=$1
+	shift
+	local t0=$SECONDS
+	(cd "$WORK/$name.uslab.d" && LD_PRELOAD="$LIB" "$@") >"$WORK/$name.uslab.out" 2>"$WORK/$name.uslab.err"
+	rc_uslab=$?
+	say "  $name: uslab rc $rc_uslab ($((SECONDS - t0)) s)"
+	if grep -q "uslab:" "$WORK/$name.uslab.err"; then
+		bad "$name: allocator messages:"
+		grep "uslab:" "$WORK/$name.uslab.err" | head -20
+	fi
+}
+
+part_kfence() {
+	[ -x "$PY" ] || { say "skip kfence: $PY not installed"; return; }
+	"$PY" -c 'import test.libregrtest, test.test_list' 2>/dev/null ||
+		{ say "skip kfence: CPython's test package is missing (Debian: libpython3.11-testsuite)"; return; }
+	local base=${USLAB_OPTIONS:-}
+	case " $base" in
+	*" slub_debug"* | *" slab_debug"*) say "skip kfence: USLAB_OPTIONS has slub_debug (debug caches are never sampled)"; return ;;
+	esac
+	# Sampling is on: one short run that prints its counts (show_stats would
+	# upset the modules' own checks of their subprocesses' stderr).
+	local counts
+	counts=$(cd "$WORK" && USLAB_OPTIONS="${base:+$base }kfence=1 show_stats" LD_PRELOAD="$LIB" "$PY" -c \
+		'import json; json.loads(json.dumps([str(i) * 3 for i in range(100000)]))' 2>&1 | grep -o 'KFENCE 1 in 1: .*')
+	if [ -z "$counts" ]; then
+		bad "kfence: no KFENCE line from show_stats with kfence=1"
+	else
+		say "  kfence: a json round trip: $counts"
+	fi
+	local k opts name rc_glibc_k=
+	for k in kfence=1 kfence; do
+		name=${k/=/}   # kfence1, kfence
+		opts="${base:+$base }$k"
+		prepare "$name"
+		if [ "$k" = kfence=1 ]; then
+			run_both "$name" env PYTHONMALLOC=malloc USLAB_OPTIONS="$opts" "$PY" -m test --timeout 600 $PY_KFENCE_TESTS
+			py_summary "$WORK/$name.glibc.out" >"$WORK/kfence.glibc.sum"
+			rc_glibc_k=$rc_glibc
+		else
+			run_uslab "$name" env PYTHONMALLOC=malloc USLAB_OPTIONS="$opts" "$PY" -m test --timeout 600 $PY_KFENCE_TESTS
+		fi
+		py_summary "$WORK/$name.uslab.out" >"$WORK/$name.uslab.sum"
+		if [ "$rc_glibc_k" != "$rc_uslab" ] || ! cmp -s "$WORK/kfence.glibc.sum" "$WORK/$name.uslab.sum"; then
+			bad "$name (USLAB_OPTIONS=$opts): pass set differs (glibc rc $rc_glibc_k, uslab rc $rc_uslab)"
+			diff "$WORK/kfence.glibc.sum" "$WORK/$name.uslab.sum" | head -20
+			tail -30 "$WORK/$name.uslab.out"
+		else
+			say "ok   $name (USLAB_OPTIONS=$opts): same pass set as glibc ($(tr '\n' ';' <"$WORK/$name.uslab.sum"))"
+		fi
+	done
+}
+
 say "preload: $LIB"
 for p in "${parts[@]}"; do
 	case $p in
-	python | sqlite | git | interpose) "part_$p" ;;
-	*) say "unknown part '$p' (python sqlite git interpose)"; exit 2 ;;
+	python | sqlite | git | interpose | kfence) "part_$p" ;;
+	*) say "unknown part '$p' (python sqlite git interpose kfence)"; exit 2 ;;
 	esac
 done
 [ $fail = 0 ] && say "preload: all parts match glibc" || say "preload: FAILED"
