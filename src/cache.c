@@ -331,7 +331,7 @@ static void cache_put_locked(struct uslab_cache *s, struct uslab_cache *named)
 		return;
 	cpu_orphan_all(s);
 	sheaf_flush_barn(s);
-	unsigned long live = slab_count_live(s);
+	unsigned long live = slab_count_live(s) + kfence_cache_live(s);   /* sampled objects too */
 	if (live) {
 		s->refs = 1;   /* left in place, usable, as the kernel does */
 		s->destroyed = false;

@@ -35,6 +35,13 @@
 #include <errno.h>
 
 /* ---- the CPU partial list (owner only) --------------------------------- */
+
+/* The list head is stored with a relaxed atomic store (a plain mov): a
+ * thread taking memory back (decay.c) peeks whether the part holds slabs. */
+static inline void set_partial(struct cpu_cache *c, struct slab *slab)
+{
+	__atomic_store_n(&c->partial, slab, __ATOMIC_RELAXED);
+}
 /* Last in, first out, as SLUB's: through slab->next, with the free objects
  * each slab brought counted in c->partial_free. */
 
@@ -45,7 +52,7 @@ static void push_partial(struct cpu_cache *c, struct slab *slab, unsigned nfree)
 			     slab_base(slab), slab->cache->name);
 	slab->pfree = (uint16_t)nfree;
 	slab->next = c->partial;
-	c->partial = slab;
+	set_partial(c, slab);
 	c->partial_free += nfree;
 }
 
@@ -54,7 +61,7 @@ static struct slab *pop_partial(struct cpu_cache *c)
 	struct slab *slab = c->partial;
 	if (!slab)
 		return NULL;
-	c->partial = slab->next;
+	set_partial(c, slab->next);
 	c->partial_free -= slab->pfree;
 	slab->next = NULL;
 	return slab;
@@ -90,7 +97,7 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c)
 	struct slab *list = c->partial, *discard = NULL;
 	if (!list)
 		return;
-	c->partial = NULL;
+	set_partial(c, NULL);
 	c->partial_free = 0;
 	slab_node_lock(s, c);
 	while (list) {

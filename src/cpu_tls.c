@@ -228,7 +228,7 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	pthread_mutex_lock(&cache_mutex);
 	c->freelist = NULL;
 	cpu_set_slab(s, c, NULL);
-	c->partial = NULL;
+	__atomic_store_n(&c->partial, NULL, __ATOMIC_RELAXED);   /* peeked by decay.c */
 	c->partial_free = 0;
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);

@@ -247,7 +247,9 @@ static void misuse(void)
 	expect_one_report("twice in one free_bulk", batch_child, NULL, "double free", "hd-batch");
 	if (hardened) {
 		expect_one_report("free, 200 others, free", far_child, NULL, "double free", "hd-far");
-		expect_one_report("free of a never-allocated slot", never_child, NULL, "double free", "hd-never");
+		/* "double free (object not live)", or "invalid free" where the
+		 * guess of the slot's address misses (debug caches' red zones) */
+		expect_one_report("free of a never-allocated slot", never_child, NULL, "free", "hd-never");
 	}
 }
 
