@@ -39,6 +39,16 @@ export USLAB_SYS_VENDORING=1
 # uslab's uslab-sys on crates.io, where it is not: a [patch] given on the
 # command line (--config, Cargo 1.63) points it at ./uslab-sys, which
 # builds from the same csrc/ copy the packaged uslab-sys carries.
+# Cargo extracts the crates of that temporary registry under
+# $CARGO_HOME/registry/src/-HASH/ and never extracts the same name and
+# version again: a second run would verify uslab against the first run's
+# uslab-sys. Those extractions are ours alone (crates.io's directories are
+# named index.crates.io-HASH), so drop them first.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/uslab-sys-* "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/uslab-[0-9]*
+# The same for what the last run built from them: a registry crate's build
+# is fingerprinted by name, version and registry path, not by content.
+T=${CARGO_TARGET_DIR:-$HERE/target}
+rm -rf "$T/package" "$T"/debug/.fingerprint/uslab-* "$T"/debug/build/uslab-* "$T"/debug/deps/*uslab*
 cargo_minor=$(cargo --version | sed -n 's/^cargo 1\.\([0-9]*\)\..*/\1/p')
 if [ "${cargo_minor:-0}" -ge 89 ]; then
 	cargo package --workspace --allow-dirty "$@"

@@ -14,14 +14,82 @@
  *
  * Built by -DUSLAB_FUZZ=ON with clang (tests/fuzz/run.sh), the library
  * compiled with -fsanitize=fuzzer-no-link,address.
+ *
+ * Misuse (issue 12, RELIABILITY rows 19-21): double frees and frees of what
+ * is not an object, checked against the model. An op byte 0xff is a misuse
+ * op, run in at most one input in FUZZ_MISUSE_EVERY (default 200: about
+ * 0.5% of inputs; each costs a fork, 5-25 ms, so the fuzzer loses a few
+ * percent of its executions per second; 0 turns them off). The misuse runs
+ * in a forked child whose stderr the parent reads through a pipe; the child
+ * does the misuse, then the flush (uslab_cache_shrink of the cache named,
+ * uslab_malloc_trim(0) for the malloc family), writing a marker after each.
+ * It must die by SIGABRT with exactly one "uslab: fatal:" line holding the
+ * text below, at the point below, or, where the table says "not caught",
+ * exit normally with nothing from uslab. At start a self-test runs every
+ * row from inputs made for it (47 cases), so each run checks the whole
+ * table. The table is what the library does; the last column is checked
+ * when the fuzzer runs with USLAB_OPTIONS=hardened (by hand: run.sh unsets
+ * USLAB_OPTIONS):
+ *
+ *  # | misuse                                  | default mode (sheaves)        | slub_debug cache | hardened
+ *  --+-----------------------------------------+-------------------------------+------------------+------------------
+ *  1 | free x; 0..3 frees of others of its     | "double free" at the free     | "double free" at | "double free
+ *    | cache; free x (the child shrinks first: |                               | the free [a]     | (object not
+ *    | an empty main sheaf; x among main's top |                               |                  | live)" at the
+ *    | 4 entries, which every free compares)   |                               |                  | free
+ *  2 | the same with 4.. frees between, all    | not caught at the free;       | at the free [a]  | at the free
+ *    | still in main                           | "double free" when main is    |                  |
+ *    |                                         | flushed (x twice in a batch)  |                  |
+ *  3 | free x; shrink (x back on its slab's    | not caught at the free;       | "double free" at | "double free
+ *    | free list); free x; another live object | "double free" at the flush    | the free         | (object not
+ *    | keeps x's slab                          | (x's word is a free-list link)|                  | live)" at once
+ *  3b| the same, x was its slab's last object  | "invalid free" at the free (the slab was given back by the
+ *    |                                         | shrink: no slab there), every mode
+ *  4 | x twice in one free_bulk                | "double free" at the free or  | at the free [a]  | at the free
+ *    |                                         | at the flush                  |                  |
+ *  5 | a pointer inside a cache object         | "invalid free" at the free, every mode
+ *  6 | a stack, global or other heap's pointer | "invalid free" at the free, every mode
+ *    | freed to a cache                        |
+ *  7 | an object of cache A freed to cache B   | "wrong cache" (naming both) at the free, every mode;
+ *    |                                         | not caught when B and A are one cache (merged: an alias)
+ *  8 | malloc class block: free; 0..3 frees of | "double free" at the free; with 4.. between, at the flush
+ *    | its class; free (after malloc_trim)     | (malloc_trim); hardened: at the free
+ *  9 | a large block (32 KiB .. 2 MiB) twice   | "double free at .. (large block)" at the free
+ * 10 | a huge block (own mapping) twice        | "double free at .. (huge block)" at the free
+ * 11 | uslab_free of a pointer inside a class, | "invalid free" at the free
+ *    | large or huge block, of a stack, global |
+ *    | or other heap's pointer                 |
+ * 12 | uslab_cache_free of a malloc'd block    | class block: "wrong cache"; not caught when the class and the
+ *    |                                         | cache are one (kmalloc classes made after a compatible cache
+ *    |                                         | become its aliases: kmalloc-64 of fz_64); large, huge block:
+ *    |                                         | "invalid free"
+ * 13 | uslab_free of a cache object            | not caught: freed to its cache (as the kernel's kfree())
+ *
+ * [a] or "invalid free" at the free: a debug cache frees to the slab at
+ *     once, and when that emptied x's slab while the node already kept
+ *     min_partial slabs, the slab is gone by the second free.
+ * Rows 1-4 and 8 need sheaves (or debug, or hardened): a cache in classic
+ * mode (sheaf_capacity 0) catches only what its free-list heads show
+ * (README), and the fuzzer does not try them there. Default mode also
+ * misses at the free a double free with 0..3 frees between when main was
+ * full at one of them (it went to the spare sheaf or the barn and a new
+ * main started: the top-4 compare no longer sees x; the flush may still
+ * see it; the fuzzer's child empties main first). Not caught at all in
+ * default mode: rows 2 and 3 when x is allocated again before the flush
+ * (x is then handed out twice).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "uslab.h"
 
@@ -68,6 +136,28 @@ static void fail(const char *what, const void *p, size_t a, size_t b)
 	abort();
 }
 
+static void cache_info(struct uslab_cache *c, struct uslab_cache_info *info)
+{
+	memset(info, 0, sizeof *info);
+	info->version = USLAB_CACHE_INFO_VERSION;
+	if (uslab_cache_get_info(c, info) != 0)
+		fail("get_info", c, 0, 0);
+}
+
+/* The largest slab order any cache has had (slabs keep the order they were
+ * made with): bounds which objects can share a slab (misuse rows 3, 3b). */
+static unsigned max_order_seen;
+
+static void saw_order(struct uslab_cache *c)
+{
+	struct uslab_cache_info info;
+	cache_info(c, &info);
+	if (info.order > max_order_seen)
+		max_order_seen = info.order;
+}
+
+static void misuse_setup(void);
+
 static void setup(void)
 {
 	for (size_t i = 0; i < TMP; i++) {
@@ -75,12 +165,23 @@ static void setup(void)
 		f->c = uslab_cache_create(f->name, f->size, f->align, f->flags, f->ctor);
 		if (!f->c)
 			fail("cache create", NULL, i, 0);
+		saw_order(f->c);
 	}
+	misuse_setup();
 }
 
 /* ---- the shadow model ----------------------------------------------------------- */
 
 enum kind { K_CACHE, K_MALLOC };
+
+/* Where a malloc-family block lives: a kmalloc class object, a large block
+ * (whole pages of a segment), a huge block (a mapping of its own). Decided
+ * by the usable size when the block is made (classes to 32 KiB, large to 2
+ * MiB); a realloc that keeps the pointer keeps it, whatever the usable size
+ * becomes (a huge block shrunk to 100 bytes is still a mapping). */
+enum mkind { MB_CLASS, MB_LARGE, MB_HUGE };
+#define CLASS_MAX (32UL * 1024)
+#define LARGE_MAX (2UL * 1024 * 1024)
 
 struct obj {
 	unsigned char *p;
@@ -88,7 +189,14 @@ struct obj {
 	unsigned cache;    /* index in caches[] (K_CACHE) */
 	enum kind kind;
 	unsigned char fill;
+	enum mkind mkind;  /* K_MALLOC */
 };
+
+static enum mkind mkind_of(void *p)
+{
+	size_t u = uslab_malloc_usable_size(p);
+	return u > LARGE_MAX ? MB_HUGE : u > CLASS_MAX ? MB_LARGE : MB_CLASS;
+}
 
 static struct obj live[LIVE_MAX];
 static size_t nlive, live_bytes;
@@ -110,15 +218,16 @@ static bool room(size_t size)
 	return nlive < LIVE_MAX && live_bytes + size <= LIVE_BYTES_MAX;
 }
 
-static void add(unsigned char *p, size_t size, unsigned cache, enum kind kind, unsigned char fill)
+static struct obj *add(unsigned char *p, size_t size, unsigned cache, enum kind kind, unsigned char fill)
 {
 	for (size_t i = 0; i < nlive; i++)
 		if (live[i].p == p)
 			fail("a live object handed out twice", p, i, 0);
 	struct obj *o = &live[nlive++];
-	*o = (struct obj){ p, size, cache, kind, fill };
+	*o = (struct obj){ p, size, cache, kind, fill, MB_CLASS };
 	live_bytes += size;
 	fill_obj(o);
+	return o;
 }
 
 /* Take entry i out of the model (after its checks). */
@@ -265,6 +374,8 @@ static void op_tune(struct in *in)
 		unsigned long got = ~0UL;
 		if (uslab_cache_tune_get(caches[k].c, names[t], &got) != 0 || got != v)
 			fail("tunable set but read back differently", caches[k].c, v, got);
+		if (t == 2 && v > max_order_seen)
+			max_order_seen = (unsigned)v;
 	}
 }
 
@@ -318,6 +429,7 @@ static void op_tmp_cache(struct in *in)
 		f->c = uslab_cache_create(f->name, f->size, f->align, f->flags | USLAB_NO_MERGE, NULL);
 		if (!f->c)
 			fail("tmp cache create", NULL, f->size, f->align);
+		saw_order(f->c);
 		return;
 	}
 	for (size_t i = 0; i < nlive;) {
@@ -361,7 +473,7 @@ static void op_malloc(struct in *in, unsigned how)
 	for (size_t i = 0; how == 1 && i < n; i++)
 		if (p[i])
 			fail("calloc: nonzero byte", p, i, p[i]);
-	add(p, n, 0, K_MALLOC, (unsigned char)u8(in));
+	add(p, n, 0, K_MALLOC, (unsigned char)u8(in))->mkind = mkind_of(p);
 }
 
 static void op_realloc(struct in *in)
@@ -394,9 +506,625 @@ static void op_realloc(struct in *in)
 			fail("realloc lost the contents", q, i, q[i]);
 	if (uslab_malloc_usable_size(q) < n)
 		fail("realloc: usable size below the request", q, n, uslab_malloc_usable_size(q));
-	add(q, n, 0, K_MALLOC, (unsigned char)u8(in));
+	add(q, n, 0, K_MALLOC, (unsigned char)u8(in))->mkind = q == o.p ? o.mkind : mkind_of(q);
 }
 #endif
+
+/* ---- misuse: double frees and frees of what is not an object ----------------------- */
+/*
+ * One misuse per child: fork, do it there, read the child's stderr through a
+ * pipe, check against the table at the top (the rows below). The parent's
+ * model and state are untouched. At most one input in misuse_every
+ * (FUZZ_MISUSE_EVERY, default 200; 0: never) runs one, so the fuzzer keeps
+ * its speed; an input replayed alone always does.
+ */
+enum row {
+	R_RECENT,     /* 1: free, 0..3 others, free (main emptied first) */
+	R_FAR,        /* 2: free, 4.. others, free, all in main */
+	R_SLAB,       /* 3/3b: free, shrink, free */
+	R_BULK,       /* 4: twice in one free_bulk */
+	R_INTERIOR,   /* 5: inside an object */
+	R_STACK,      /* 6: a stack, global or other heap's pointer, to a cache */
+	R_WRONG,      /* 7/7b: an object to another cache */
+	R_M_RECENT,   /* 8/8b: malloc class block: free, others, free */
+	R_M_BIG,      /* 9/10: large or huge block freed twice */
+	R_M_INVALID,  /* 11: uslab_free of an interior/stack/global/heap pointer */
+	R_M_TO_CACHE, /* 12: a malloc block to a cache */
+	R_C_TO_FREE,  /* 13: a cache object to uslab_free */
+	NROWS
+};
+static const char *const row_name[NROWS] = {
+	"1 double free, <=3 between", "2 double free, >=4 between", "3 free, shrink, free", "4 twice in free_bulk",
+	"5 interior pointer", "6 stack/global/heap ptr", "7 wrong cache", "8 malloc double free",
+	"9/10 large/huge twice", "11 uslab_free(non-block)", "12 malloc block to cache", "13 cache obj to free()",
+};
+
+enum when { AT_MISUSE, AT_FLUSH, AT_EITHER, NEVER };
+static const char *const when_name[] = { "at the free", "at the flush", "at the free or the flush", "not caught" };
+
+struct plan {
+	enum row row;
+	int sub;                  /* which pointer (R_STACK, R_M_INVALID) */
+	struct uslab_cache *c;    /* the cache the free names (NULL: uslab_free) */
+	unsigned char *x;         /* the object misused */
+	size_t off;               /* R_INTERIOR, R_M_INVALID: bytes into it */
+	void *others[BULK_MAX + 1];
+	size_t nothers;           /* frees between (R_RECENT, R_FAR, R_M_RECENT); the bulk (R_BULK) */
+	size_t fresh;             /* more frees between: objects the child allocates first */
+	size_t fresh_size;        /* their size (R_M_RECENT) */
+	enum when when;           /* expected */
+	const char *text;         /* in the one "uslab: fatal:" line */
+	const char *text2;        /* or this (NULL: no other) */
+};
+
+static bool hardened;             /* USLAB_OPTIONS has "hardened" */
+static bool selftesting;          /* misuse_selftest() runs: no limit */
+static unsigned long misuse_every = 200, execs, misuse_runs;
+static bool misuse_this_input;
+static double misuse_secs;
+static unsigned long outcome[NROWS][4];
+static char misuse_global[256];
+
+#define MARK_MISUSE "fuzz_ops child: the misuse returned\n"
+#define MARK_FLUSH "fuzz_ops child: the flush returned\n"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void misuse_report(void)
+{
+	if (!misuse_runs)
+		return;
+	fprintf(stderr, "fuzz_ops: %lu of %lu inputs ran a misuse child (%.1f%%), %.1f s in them (%.2f ms each); "
+		"row: caught at the free / at the flush / not caught\n",
+		misuse_runs, execs, 100.0 * (double)misuse_runs / (double)execs, misuse_secs,
+		1000 * misuse_secs / (double)misuse_runs);
+	for (int r = 0; r < NROWS; r++)
+		fprintf(stderr, "fuzz_ops:   %-28s %lu / %lu / %lu\n", row_name[r], outcome[r][AT_MISUSE],
+			outcome[r][AT_FLUSH], outcome[r][NEVER]);
+}
+
+static void misuse_setup(void)
+{
+	const char *o = getenv("USLAB_OPTIONS");
+	hardened = o && strstr(o, "hardened");
+	const char *e = getenv("FUZZ_MISUSE_EVERY");
+	if (e && *e)
+		misuse_every = strtoul(e, NULL, 10);
+	atexit(misuse_report);
+}
+
+/* ---- what the library knows of caches -------------------------------------------- */
+
+struct cstate {
+	bool sheaves;       /* sheaf_capacity > 0 (not debug) */
+	bool debug;         /* slub_debug on the cache */
+	unsigned cap;       /* sheaf_capacity */
+	unsigned min_order;
+	char root[USLAB_NAME_MAX + 1];   /* the cache whose slabs it uses */
+	bool shared;        /* an alias, or has aliases: others' objects share its slabs */
+};
+
+static void cstate_of(struct uslab_cache *c, struct cstate *st)
+{
+	struct uslab_cache_info info;
+	cache_info(c, &info);
+	st->debug = info.flags & (USLAB_CONSISTENCY_CHECKS | USLAB_RED_ZONE | USLAB_POISON | USLAB_STORE_USER |
+				   USLAB_TRACE);
+	st->cap = info.sheaf_capacity;
+	st->sheaves = info.sheaf_capacity > 0 && !st->debug;
+	st->min_order = info.min_order < info.order ? info.min_order : info.order;
+	snprintf(st->root, sizeof st->root, "%s", info.alias_of[0] ? info.alias_of : info.name);
+	st->shared = info.alias_of[0] || info.aliases;
+}
+
+/* The kmalloc class of a class block, from the JSON statistics (the
+ * classes have no handles): its root cache and sheaf capacity. */
+static char jbuf[1 << 19];
+static size_t jlen;
+
+static void jwrite(void *arg, const char *t)
+{
+	size_t n = strlen(t);
+	if (jlen + n < sizeof jbuf) {
+		memcpy(jbuf + jlen, t, n);
+		jlen += n;
+		jbuf[jlen] = 0;
+	}
+}
+
+static bool class_state(size_t usable, char *root, size_t rootsz, unsigned *cap)
+{
+	char key[96];
+	jlen = 0;
+	jbuf[0] = 0;
+	uslab_stats_print(jwrite, NULL, USLAB_STATS_JSON);
+	snprintf(root, rootsz, "kmalloc-%zu", usable);
+	snprintf(key, sizeof key, "{\"name\":\"kmalloc-%zu\",\"alias_of\":\"", usable);
+	const char *a = strstr(jbuf, key);
+	if (a) {   /* the class became an alias of another cache */
+		a += strlen(key);
+		snprintf(root, rootsz, "%.*s", (int)strcspn(a, "\""), a);
+	}
+	snprintf(key, sizeof key, "{\"name\":\"%s\",", root);
+	const char *r = strstr(jbuf, key);
+	const char *c = r ? strstr(r, "\"sheaf_capacity\":") : NULL;
+	if (!c)
+		return false;
+	*cap = (unsigned)strtoul(c + strlen("\"sheaf_capacity\":"), NULL, 10);
+	return true;
+}
+
+/* Does another live object share x's slab? 1 yes, 0 no, -1 cannot tell.
+ * Slabs are buddy blocks of 4 KiB << order, aligned to their size: two
+ * object starts in one block of the smallest order any slab of the cache
+ * can have share a slab; no other start within the block of the largest
+ * order any slab has had means no other live object in x's slab. */
+static int slab_shared(size_t xi, const struct cstate *st)
+{
+	uintptr_t lo = (uintptr_t)4096 << st->min_order, hi = (uintptr_t)4096 << max_order_seen;
+	uintptr_t x = (uintptr_t)live[xi].p;
+	int r = 0;
+	for (size_t j = 0; j < nlive; j++) {
+		if (j == xi || live[j].kind != K_CACHE || live[j].cache != live[xi].cache)
+			continue;
+		uintptr_t y = (uintptr_t)live[j].p;
+		if ((y & ~(lo - 1)) == (x & ~(lo - 1)))
+			return 1;
+		if ((y & ~(hi - 1)) == (x & ~(hi - 1)))
+			r = -1;
+	}
+	return r;
+}
+
+/* ---- the child -------------------------------------------------------------------- */
+
+static void mark(const char *m)
+{
+	ssize_t w = write(2, m, strlen(m));
+	(void)w;
+}
+
+/* Back to the constructed state before a free, as always (ctor caches). */
+static void restore(struct uslab_cache *c, void *p)
+{
+	for (size_t k = 0; k < NCACHES; k++)
+		if (caches[k].c == c && caches[k].ctor && p)
+			memset(p, CTOR_BYTE, caches[k].size);
+}
+
+static void cfree(struct uslab_cache *c, void *p)
+{
+	restore(c, p);
+	uslab_cache_free(c, p);
+}
+
+static void flush(const struct plan *pl)
+{
+	if (pl->c)
+		uslab_cache_shrink(pl->c);
+#ifdef USLAB_HAVE_MALLOC
+	else
+		uslab_malloc_trim(0);
+#endif
+}
+
+static void *bad_pointer(int sub, size_t off, char *stack)
+{
+	switch (sub % 3) {
+	case 0: return stack + off % 64;
+	case 1: return misuse_global + off % 64;
+	default: {   /* the fuzzer's own heap (the sanitizer's malloc) */
+		char *h = malloc(64);
+		return h + off % 64;
+	}
+	}
+}
+
+static void child(const struct plan *pl)
+{
+	char stack[128];
+	memset(stack, 0, sizeof stack);
+	switch (pl->row) {
+	case R_RECENT: case R_FAR: {
+		void *o[BULK_MAX + 1];
+		size_t n = pl->nothers;
+		memcpy(o, pl->others, n * sizeof o[0]);
+		for (size_t j = 0; j < pl->fresh; j++)
+			o[n++] = uslab_cache_alloc(pl->c);
+		uslab_cache_shrink(pl->c);   /* this thread's main sheaf is empty now */
+		cfree(pl->c, pl->x);
+		for (size_t j = 0; j < n; j++)
+			cfree(pl->c, o[j]);
+		cfree(pl->c, pl->x);
+		break;
+	}
+	case R_SLAB:
+		cfree(pl->c, pl->x);
+		uslab_cache_shrink(pl->c);   /* x back on its slab's free list, or its slab given back */
+		cfree(pl->c, pl->x);
+		break;
+	case R_BULK:
+		for (size_t j = 0; j < pl->nothers; j++)
+			restore(pl->c, pl->others[j]);
+		uslab_cache_free_bulk(pl->c, pl->nothers, (void **)pl->others);
+		break;
+	case R_INTERIOR:
+		uslab_cache_free(pl->c, pl->x + pl->off);
+		break;
+	case R_STACK:
+		uslab_cache_free(pl->c, bad_pointer(pl->sub, pl->off, stack));
+		break;
+	case R_WRONG: case R_M_TO_CACHE:
+		cfree(pl->c, pl->x);
+		break;
+#ifdef USLAB_HAVE_MALLOC
+	case R_M_RECENT: {
+		void *o[BULK_MAX + 1];
+		size_t n = pl->nothers;
+		memcpy(o, pl->others, n * sizeof o[0]);
+		for (size_t j = 0; j < pl->fresh; j++)
+			o[n++] = uslab_malloc(pl->fresh_size);
+		uslab_malloc_trim(0);
+		uslab_free(pl->x);
+		for (size_t j = 0; j < n; j++)
+			uslab_free(o[j]);
+		uslab_free(pl->x);
+		break;
+	}
+	case R_M_BIG:
+		uslab_free(pl->x);
+		uslab_free(pl->x);
+		break;
+	case R_M_INVALID:
+		uslab_free(pl->sub < 0 ? pl->x + pl->off : bad_pointer(pl->sub, pl->off, stack));
+		break;
+	case R_C_TO_FREE:
+		uslab_free(pl->x);
+		break;
+#endif
+	default:
+		break;
+	}
+	mark(MARK_MISUSE);
+	flush(pl);
+	mark(MARK_FLUSH);
+}
+
+/* Run pl in a child and check what happened against pl->when and pl->text. */
+static void run_misuse(const struct plan *pl)
+{
+	static char out[65536];
+	int fds[2];
+	if (pipe(fds) != 0)
+		fail("pipe", NULL, (size_t)errno, 0);
+	fflush(NULL);
+	double t0 = now_s();
+	pid_t pid = fork();
+	if (pid < 0)
+		fail("fork", NULL, (size_t)errno, 0);
+	if (pid == 0) {
+		/* libFuzzer's handlers would record a crash of the child as the
+		 * parent's: the default actions, and a time limit */
+		static const int sigs[] = { SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGALRM, SIGINT, SIGTERM, SIGUSR1,
+					    SIGUSR2, SIGXFSZ };
+		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+			signal(sigs[i], SIG_DFL);
+		close(fds[0]);
+		dup2(fds[1], 2);
+		close(fds[1]);
+		alarm(20);
+		child(pl);
+		_exit(0);
+	}
+	close(fds[1]);
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = read(fds[0], out + len, sizeof out - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len == sizeof out - 1)
+			break;
+	}
+	out[len] = 0;
+	close(fds[0]);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	misuse_secs += now_s() - t0;
+	misuse_runs++;
+
+	unsigned fatal = 0;
+	const char *line = NULL;
+	for (const char *q = out; (q = strstr(q, "uslab: fatal:")) != NULL; q++, fatal++)
+		line = line ? line : q;
+	bool after_misuse = strstr(out, MARK_MISUSE) != NULL, after_flush = strstr(out, MARK_FLUSH) != NULL;
+	bool aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+	size_t ll = line ? strcspn(line, "\n") : 0;
+	bool text = line && fatal == 1 && pl->text &&
+		    (memmem(line, ll, pl->text, strlen(pl->text)) || (pl->text2 && memmem(line, ll, pl->text2, strlen(pl->text2))));
+	enum when got = !aborted ? NEVER : after_misuse ? AT_FLUSH : AT_MISUSE;
+	bool ok;
+	switch (pl->when) {
+	case NEVER: ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && after_flush && !strstr(out, "uslab:"); break;
+	case AT_MISUSE: ok = aborted && !after_misuse && text; break;
+	case AT_FLUSH: ok = aborted && after_misuse && !after_flush && text; break;
+	default: ok = aborted && !after_flush && text; break;
+	}
+	if (!ok) {
+		fprintf(stderr,
+			"fuzz_ops: misuse row '%s' (cache %s, object %p, %zu others, sub %d, offset %zu%s): expected %s%s%s%s%s%s, "
+			"got status %#x (%s%d)%s%s; the child's stderr:\n%s\n",
+			row_name[pl->row], pl->c ? uslab_cache_name(pl->c) : "uslab_free", (void *)pl->x, pl->nothers,
+			pl->sub, pl->off, hardened ? ", hardened" : "", when_name[pl->when], pl->when == NEVER ? "" : " ('",
+			pl->when == NEVER ? "" : pl->text, pl->text2 ? "' or '" : "", pl->text2 ? pl->text2 : "",
+			pl->when == NEVER ? "" : "')", status,
+			WIFSIGNALED(status) ? "signal " : "exit ", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+			after_misuse ? ", the misuse returned" : "", after_flush ? ", the flush returned" : "", out);
+		fail("misuse not handled as documented", pl->x, pl->row, pl->when);
+	}
+	outcome[pl->row][got]++;
+}
+
+/* ---- choosing a misuse ------------------------------------------------------------- */
+
+/* A live object from index `start` on that pred accepts; SIZE_MAX if none. */
+static size_t find_obj(size_t start, bool (*pred)(size_t i, void *arg), void *arg)
+{
+	for (size_t j = 0; j < nlive; j++) {
+		size_t i = (start + j) % nlive;
+		if (pred(i, arg))
+			return i;
+	}
+	return SIZE_MAX;
+}
+
+static bool is_cache_obj(size_t i, void *arg)
+{
+	(void)arg;
+	return live[i].kind == K_CACHE;
+}
+
+static bool is_malloc_kind(size_t i, void *arg)
+{
+	return live[i].kind == K_MALLOC && live[i].mkind == *(enum mkind *)arg;
+}
+
+static bool is_malloc_big(size_t i, void *arg)
+{
+	(void)arg;
+	return live[i].kind == K_MALLOC && live[i].mkind != MB_CLASS;
+}
+
+static bool is_malloc(size_t i, void *arg)
+{
+	(void)arg;
+	return live[i].kind == K_MALLOC;
+}
+
+/* Up to `want` other live objects of x's cache (or of its class, for a
+ * class block), into pl->others. */
+static size_t pick_others(struct plan *pl, size_t xi, size_t want)
+{
+	size_t n = 0, xu = live[xi].kind == K_MALLOC ? uslab_malloc_usable_size(live[xi].p) : 0;
+	for (size_t j = 0; j < nlive && n < want; j++) {
+		if (j == xi || live[j].kind != live[xi].kind)
+			continue;
+		if (live[j].kind == K_CACHE ? live[j].cache == live[xi].cache
+					    : live[j].mkind == MB_CLASS && uslab_malloc_usable_size(live[j].p) == xu)
+			pl->others[n++] = live[j].p;
+	}
+	return n;
+}
+
+/* Decide the expectation from the table; false: the row does not apply here
+ * (classic mode, no suitable object, a case the model cannot decide). */
+static bool plan_cache_double(struct plan *pl, size_t xi, unsigned extra)
+{
+	struct cstate st;
+	cstate_of(pl->c, &st);
+	if (!st.sheaves && !st.debug && !hardened)
+		return false;   /* classic mode: its free-list heads only (README) */
+	bool at_once = st.debug || hardened;
+	/* a debug cache frees to the slab at once: if that emptied it and the
+	 * node had min_partial slabs already, the slab is gone by the second
+	 * free, which then finds no slab there */
+	pl->text2 = st.debug ? "invalid free" : NULL;
+	switch (pl->row) {
+	case R_RECENT: {
+		/* x at the bottom of an empty main, then the others (live ones,
+		 * topped up by fresh ones): none may fill main before x comes
+		 * again */
+		size_t want = extra % 4, room = !st.sheaves ? 3 : st.cap ? st.cap - 1 : 0;
+		want = want < room ? want : room;
+		pl->nothers = pick_others(pl, xi, want);
+		pl->fresh = (extra >> 4) % 2 ? want - pl->nothers : 0;
+		pl->when = AT_MISUSE;
+		pl->text = "double free";
+		return true;
+	}
+	case R_FAR: {
+		size_t want = 4 + extra % 40, room = st.sheaves ? (st.cap >= 2 ? st.cap - 2 : 0) : BULK_MAX;
+		if (room < 4)
+			return false;
+		want = want < room ? want : room;
+		pl->nothers = pick_others(pl, xi, want);
+		pl->fresh = want - pl->nothers;
+		pl->when = at_once ? AT_MISUSE : AT_FLUSH;   /* default: twice in one batch when main is flushed */
+		pl->text = "double free";
+		return true;
+	}
+	case R_SLAB: {
+		if (st.shared)
+			return false;   /* other caches' objects in its slabs */
+		int sh = slab_shared(xi, &st);
+		if (sh < 0)
+			return false;
+		if (sh) {   /* x back on the free list of a slab that stays */
+			pl->when = at_once ? AT_MISUSE : AT_FLUSH;
+			pl->text = "double free";
+		} else {    /* x was its slab's last object: the slab is gone */
+			pl->when = AT_MISUSE;
+			pl->text = "invalid free";
+			pl->text2 = NULL;
+		}
+		return true;
+	}
+	case R_BULK: {   /* x twice among up to BULK_MAX - 2 others */
+		size_t m = pick_others(pl, xi, extra % (BULK_MAX - 1)), n = m + 2;
+		size_t a = (extra >> 6) % n, b = (extra >> 11) % n, k = 0;
+		void *v[BULK_MAX + 1];
+		if (a == b)
+			b = (a + 1) % n;
+		for (size_t i = 0; i < n; i++)
+			v[i] = i == a || i == b ? pl->x : pl->others[k++];
+		memcpy(pl->others, v, n * sizeof v[0]);
+		pl->nothers = n;
+		pl->when = at_once ? AT_MISUSE : AT_EITHER;
+		pl->text = "double free";
+		return true;
+	}
+	default:
+		return false;
+	}
+}
+
+static void op_misuse(struct in *in)
+{
+	unsigned r = u8(in), extra = u16(in);
+	size_t start = u16(in);
+	size_t off = u16(in);
+	if (misuse_this_input || (!selftesting && (!misuse_every || misuse_runs * misuse_every >= execs)))
+		return;
+	struct plan pl;
+	memset(&pl, 0, sizeof pl);
+	pl.row = (enum row)(r % NROWS);
+	pl.sub = (int)(r / NROWS);
+	size_t xi = SIZE_MAX;
+	switch (pl.row) {
+	case R_RECENT: case R_FAR: case R_SLAB: case R_BULK: case R_INTERIOR: case R_WRONG:
+		if (!nlive || (xi = find_obj(start, is_cache_obj, NULL)) == SIZE_MAX)
+			return;
+		pl.x = live[xi].p;
+		pl.c = caches[live[xi].cache].c;
+		if (pl.row == R_INTERIOR) {
+			size_t size = caches[live[xi].cache].size;
+			if (size < 2)
+				return;
+			pl.off = 1 + off % (size - 1);
+			pl.when = AT_MISUSE;
+			pl.text = "invalid free";
+		} else if (pl.row == R_WRONG) {
+			int k = (int)((unsigned)pl.sub % NCACHES);
+			if (!caches[k].c || (unsigned)k == live[xi].cache)
+				return;
+			struct cstate a, b;
+			cstate_of(pl.c, &a);
+			cstate_of(caches[k].c, &b);
+			pl.c = caches[k].c;
+			pl.when = strcmp(a.root, b.root) ? AT_MISUSE : NEVER;   /* an alias is the same cache */
+			pl.text = "wrong cache";
+		} else if (!plan_cache_double(&pl, xi, extra)) {
+			return;
+		}
+		break;
+	case R_STACK: {
+		int k = (int)(start % NCACHES);
+		if (!caches[k].c)
+			return;
+		pl.c = caches[k].c;
+		pl.off = off;
+		pl.when = AT_MISUSE;
+		pl.text = "invalid free";
+		break;
+	}
+#ifdef USLAB_HAVE_MALLOC
+	case R_M_RECENT: {
+		enum mkind mk = MB_CLASS;
+		if (!nlive || (xi = find_obj(start, is_malloc_kind, &mk)) == SIZE_MAX)
+			return;
+		pl.x = live[xi].p;
+		char root[USLAB_NAME_MAX + 1];
+		unsigned cap;
+		if (!class_state(uslab_malloc_usable_size(pl.x), root, sizeof root, &cap) || (!cap && !hardened))
+			return;
+		/* as rows 1 and 2: the others must not fill main */
+		size_t want = extra % 12;
+		if (!hardened && want >= 4 && cap < 6)
+			want = 3;
+		size_t lim = hardened ? want : want <= 3 ? (want < cap ? want : cap - 1) : (want < cap - 2 ? want : cap - 2);
+		pl.nothers = pick_others(&pl, xi, lim);
+		pl.fresh = lim - pl.nothers;   /* topped up with fresh blocks of the class */
+		pl.fresh_size = uslab_malloc_usable_size(pl.x);
+		pl.when = lim <= 3 || hardened ? AT_MISUSE : AT_FLUSH;
+		pl.text = "double free";
+		break;
+	}
+	case R_M_BIG:
+		if (!nlive || (xi = find_obj(start, is_malloc_big, NULL)) == SIZE_MAX)
+			return;
+		pl.x = live[xi].p;
+		pl.when = AT_MISUSE;
+		pl.text = live[xi].mkind == MB_HUGE ? "double free" : "double free";
+		break;
+	case R_M_INVALID:
+		if (pl.sub % 2 == 0) {   /* inside a live block */
+			if (!nlive || (xi = find_obj(start, is_malloc, NULL)) == SIZE_MAX)
+				return;
+			pl.x = live[xi].p;
+			size_t u = uslab_malloc_usable_size(pl.x);
+			if (u < 2)
+				return;
+			pl.off = 1 + (off | (size_t)extra << 16) % (u - 1);
+			pl.sub = -1;
+		} else {
+			pl.off = off;
+			pl.sub /= 2;
+		}
+		pl.when = AT_MISUSE;
+		pl.text = "invalid free";
+		break;
+	case R_M_TO_CACHE: {
+		int k = (int)((unsigned)pl.sub % NCACHES);
+		if (!caches[k].c || !nlive || (xi = find_obj(start, is_malloc, NULL)) == SIZE_MAX)
+			return;
+		pl.x = live[xi].p;
+		pl.c = caches[k].c;
+		if (live[xi].mkind == MB_CLASS) {
+			char root[USLAB_NAME_MAX + 1];
+			unsigned cap;
+			struct cstate st;
+			if (!class_state(uslab_malloc_usable_size(pl.x), root, sizeof root, &cap))
+				return;
+			cstate_of(pl.c, &st);
+			pl.when = strcmp(root, st.root) ? AT_MISUSE : NEVER;   /* the class is the cache's root */
+			pl.text = "wrong cache";
+		} else {
+			pl.when = AT_MISUSE;
+			pl.text = "invalid free";
+		}
+		break;
+	}
+	case R_C_TO_FREE:
+		if (!nlive || (xi = find_obj(start, is_cache_obj, NULL)) == SIZE_MAX)
+			return;
+		pl.x = live[xi].p;
+		pl.when = NEVER;   /* freed to its cache, as the kernel's kfree() */
+		break;
+#endif
+	default:
+		return;
+	}
+	misuse_this_input = true;
+	run_misuse(&pl);
+}
 
 /* ---- one input ---------------------------------------------------------------------- */
 
@@ -423,16 +1151,100 @@ static void finish(void)
 	}
 }
 
+/* Every row of the table at start, from inputs made here (so that each run
+ * checks them all, whatever its corpus): objects of a cache, three blocks of
+ * msize bytes, a large and a huge block, then the misuse. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void misuse_case(unsigned k, unsigned nobj, unsigned msize, unsigned row, unsigned sub, unsigned extra,
+			unsigned start, unsigned off)
+{
+	uint8_t b[128];
+	size_t n = 0;
+	for (unsigned i = 0; i < nobj; i++) {   /* op_alloc: cache k */
+		b[n++] = 0;
+		b[n++] = (uint8_t)k;
+		b[n++] = (uint8_t)(0x40 + i);
+	}
+	for (unsigned i = 0; i < 3; i++) {      /* op_malloc: msize bytes */
+		const uint8_t m[] = { 14, 0, 0, (uint8_t)msize, 0x50 };
+		memcpy(b + n, m, sizeof m);
+		n += sizeof m;
+	}
+	static const uint8_t big[] = { 14, 0, 3, 1, 0xa0, 0x86, 0x51,    /* 100000 bytes: large */
+				       14, 0, 3, 48, 0, 0, 0x52 };       /* 3 MiB: huge */
+	if (row >= R_M_RECENT && row != R_C_TO_FREE) {   /* (checking 3 MiB byte by byte takes a while) */
+		memcpy(b + n, big, sizeof big);
+		n += sizeof big;
+	}
+	uint8_t mis[] = { 0xff, (uint8_t)(row + NROWS * sub), (uint8_t)extra, (uint8_t)(extra >> 8), (uint8_t)start,
+			  (uint8_t)(start >> 8), (uint8_t)off, (uint8_t)(off >> 8) };
+	memcpy(b + n, mis, sizeof mis);
+	n += sizeof mis;
+	unsigned long before = misuse_runs;
+	LLVMFuzzerTestOneInput(b, n);
+	if (misuse_runs != before + 1)
+		fail("self-test: the misuse case did not run", NULL, row, k);
+}
+
+static void misuse_selftest(void)
+{
+	selftesting = true;
+	unsigned long runs = misuse_runs;
+	double t0 = now_s();
+	/* live[]: 0..nobj-1 the cache's objects, then 3 blocks of 100 bytes,
+	 * the large block, the huge block */
+	static const unsigned ks[] = { 3, 6 };   /* fz_ctor_96 (sheaves, never merged), fz_dbg_48 (slub_debug) */
+	for (unsigned i = 0; i < 2; i++) {
+		unsigned k = ks[i];
+		for (unsigned j = 0; j < 4; j++)
+			misuse_case(k, 6, 100, R_RECENT, 0, j | (j & 1) << 4, 0, 0);   /* 0..3 between, fresh ones too */
+		misuse_case(k, 6, 100, R_FAR, 0, 6, 0, 0);                           /* 10 between: 5 live, 5 fresh */
+		misuse_case(k, 6, 100, R_SLAB, 0, 0, 0, 0);                          /* the slab stays */
+		misuse_case(k, 1, 100, R_SLAB, 0, 0, 0, 0);                          /* its last object: the slab goes */
+		misuse_case(k, 6, 100, R_BULK, 0, 4 | 1 << 6 | 2 << 11, 0, 0);        /* x at 1 and 2 */
+		misuse_case(k, 6, 100, R_BULK, 0, 5 | 0 << 6 | 6 << 11, 0, 0);        /* x at 0 and 6 */
+		misuse_case(k, 6, 100, R_INTERIOR, 0, 0, 0, 8);
+		for (unsigned sub = 0; sub < 3; sub++)                          /* stack, global, heap */
+			misuse_case(k, 6, 100, R_STACK, sub, 0, k, 5);
+		misuse_case(k, 6, 100, R_WRONG, 2, 0, 0, 0);                         /* to fz_200_hw */
+		misuse_case(k, 6, 100, R_C_TO_FREE, 0, 0, 0, 0);
+	}
+#ifdef USLAB_HAVE_MALLOC
+	misuse_case(1, 6, 100, R_M_RECENT, 0, 2, 6, 0);    /* 2 between */
+	misuse_case(1, 6, 100, R_M_RECENT, 0, 9, 6, 0);    /* 9 between: 2 live, 7 fresh */
+	misuse_case(1, 6, 100, R_M_BIG, 0, 0, 9, 0);       /* large */
+	misuse_case(1, 6, 100, R_M_BIG, 0, 0, 10, 0);      /* huge */
+	for (unsigned sub = 0; sub < 6; sub++)        /* inside a class, a large, a huge block; stack, global, heap */
+		misuse_case(1, 6, 100, R_M_INVALID, sub, 0, 6 + (sub / 2) * 3 + (sub / 4), 24);
+	for (unsigned i = 0; i < 3; i++)              /* a class, large, huge block to fz_64 and to fz_200_hw */
+		for (unsigned k = 1; k <= 2; k++)
+			misuse_case(1, 6, 100, R_M_TO_CACHE, k, 0, 6 + (i ? 2 + i : 0), 0);
+	misuse_case(1, 6, 64, R_M_TO_CACHE, 1, 0, 6, 0);   /* kmalloc-64 is an alias of fz_64: accepted */
+#endif
+	fprintf(stderr, "fuzz_ops: self-test: %lu misuse cases as the table says%s (%.2f s)\n", misuse_runs - runs,
+		hardened ? " (hardened)" : "", now_s() - t0);
+	selftesting = false;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool ready;
 	if (!ready) {
-		setup();
 		ready = true;
+		setup();
+		misuse_selftest();
 	}
 	struct in in = { data, size, 0 };
+	execs++;
+	misuse_this_input = false;
 	while (more(&in)) {
-		switch (u8(&in) % 16) {
+		unsigned op = u8(&in);
+		if (op == 0xff) {   /* one op byte in 256 (and at most one input in misuse_every) */
+			op_misuse(&in);
+			continue;
+		}
+		switch (op % 16) {
 		case 0: case 1: case 2: op_alloc(&in, false); break;
 		case 3: op_alloc(&in, true); break;
 		case 4: case 5: case 6: op_free(&in); break;

@@ -55,6 +55,12 @@
 	X(offsetof(struct uslab_process_info, dirty_bytes)) \
 	X(offsetof(struct uslab_process_info, free_blocks)) \
 	X(offsetof(struct uslab_process_info, rss_bytes)) \
+	X(offsetof(struct uslab_process_info, kfence_interval)) \
+	X(offsetof(struct uslab_process_info, kfence_slots)) \
+	X(offsetof(struct uslab_process_info, kfence_allocs)) \
+	X(offsetof(struct uslab_process_info, kfence_missed)) \
+	X(offsetof(struct uslab_process_info, kfence_in_use)) \
+	X(offsetof(struct uslab_process_info, kfence_reports)) \
 	X(sizeof(struct uslab_malloc_info)) \
 	X(offsetof(struct uslab_malloc_info, segment_bytes)) \
 	X(offsetof(struct uslab_malloc_info, in_use_bytes)) \

@@ -241,6 +241,20 @@ pub struct ProcessInfo {
     pub free_blocks: [u64; 10],
     /// Resident set size of the process.
     pub rss_bytes: u64,
+    /// KFENCE (`USLAB_OPTIONS=kfence`): about one allocation in this many
+    /// is sampled into the guarded pool; 0: off.
+    pub kfence_interval: u32,
+    /// KFENCE: objects the guarded pool holds (0: no pool).
+    pub kfence_slots: u32,
+    /// KFENCE: allocations placed in the pool since the start.
+    pub kfence_allocs: u64,
+    /// KFENCE: samples allocated normally (pool full, object above a page,
+    /// debug cache).
+    pub kfence_missed: u64,
+    /// KFENCE: pool objects allocated now.
+    pub kfence_in_use: u64,
+    /// KFENCE: reports made (misuse found).
+    pub kfence_reports: u64,
 }
 
 /// The page allocator's view of the process.
@@ -260,6 +274,12 @@ pub fn process_info() -> io::Result<ProcessInfo> {
         dirty_bytes: raw.dirty_bytes,
         free_blocks: raw.free_blocks,
         rss_bytes: raw.rss_bytes,
+        kfence_interval: raw.kfence_interval,
+        kfence_slots: raw.kfence_slots,
+        kfence_allocs: raw.kfence_allocs,
+        kfence_missed: raw.kfence_missed,
+        kfence_in_use: raw.kfence_in_use,
+        kfence_reports: raw.kfence_reports,
     })
 }
 
