@@ -67,7 +67,7 @@ pub const USLAB_STORE_USER: c_ulong = 0x0001_0000;
 pub const USLAB_TRACE: c_ulong = 0x0020_0000;
 
 /// The [`uslab_process_info`] version these bindings mirror.
-pub const USLAB_PROCESS_INFO_VERSION: c_uint = 1;
+pub const USLAB_PROCESS_INFO_VERSION: c_uint = 2;
 /// The [`uslab_malloc_info`] version these bindings mirror.
 pub const USLAB_MALLOC_INFO_VERSION: c_uint = 1;
 
@@ -212,7 +212,7 @@ impl uslab_cache_info {
 }
 
 /// The page allocator's view of the process (`struct uslab_process_info`,
-/// version 1).
+/// version 2: version 1 plus the KFENCE fields).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct uslab_process_info {
@@ -230,6 +230,20 @@ pub struct uslab_process_info {
     pub free_blocks: [u64; 10],
     /// Resident set size of the process.
     pub rss_bytes: u64,
+    /// Version 2: about one allocation in this many is sampled by KFENCE;
+    /// 0: off.
+    pub kfence_interval: c_uint,
+    /// Version 2: objects the guarded pool holds (0: no pool).
+    pub kfence_slots: c_uint,
+    /// Version 2: allocations placed in the pool since the start.
+    pub kfence_allocs: u64,
+    /// Version 2: samples allocated normally (pool full, object above a
+    /// page, debug cache).
+    pub kfence_missed: u64,
+    /// Version 2: pool objects allocated now.
+    pub kfence_in_use: u64,
+    /// Version 2: KFENCE reports made (misuse found).
+    pub kfence_reports: u64,
 }
 
 /// The malloc family's memory (`struct uslab_malloc_info`, version 1).
@@ -305,6 +319,9 @@ extern "C" {
     pub fn uslab_export_path() -> *const c_char;
     /// Brings the export up to date now; 0, or -1 with errno ENOENT.
     pub fn uslab_export_refresh() -> c_int;
+    /// Starts (1) or stops and waits for (0) the background thread that
+    /// gives memory back while the process is idle; 0, or -1 with errno.
+    pub fn uslab_background_thread(enable: c_int) -> c_int;
 
     /// malloc(3).
     pub fn uslab_malloc(size: usize) -> *mut c_void;
@@ -409,6 +426,12 @@ mod tests {
             offset_of!(uslab_process_info, dirty_bytes),
             offset_of!(uslab_process_info, free_blocks),
             offset_of!(uslab_process_info, rss_bytes),
+            offset_of!(uslab_process_info, kfence_interval),
+            offset_of!(uslab_process_info, kfence_slots),
+            offset_of!(uslab_process_info, kfence_allocs),
+            offset_of!(uslab_process_info, kfence_missed),
+            offset_of!(uslab_process_info, kfence_in_use),
+            offset_of!(uslab_process_info, kfence_reports),
             size_of::<uslab_malloc_info>(),
             offset_of!(uslab_malloc_info, segment_bytes),
             offset_of!(uslab_malloc_info, in_use_bytes),
