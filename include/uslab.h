@@ -417,6 +417,28 @@ USLAB_API const char *uslab_export_path(void);
 USLAB_API int uslab_export_refresh(void);
 
 /* ======================================================================
+ * Memory return
+ * ====================================================================== */
+
+/*
+ * The background thread: gives memory back to the OS while the process is
+ * idle (decay passes every decay_ms while anything is pending: empty slabs,
+ * barns, idle threads' spare sheaves, free pages, freed huge mappings) and,
+ * with the export on, answers uslabinfo at once. The same as
+ * USLAB_OPTIONS=background_thread, which starts it at the first safe point
+ * after initialisation.
+ *
+ * enable 1 starts it (nothing if it runs); 0 stops it and waits until it
+ * has stopped (nothing if it does not run). Returns 0, or -1 with errno
+ * EINVAL (enable is not 0 or 1) or EAGAIN (no thread can be made: the
+ * system's limit, or the process is exiting). Any thread, any time but in
+ * a signal handler. The thread is detached, blocks every signal, is named
+ * "uslab-bg", never delays exit, and does not survive fork(): a child
+ * whose parent ran it starts its own on its first allocation slow path.
+ */
+USLAB_API int uslab_background_thread(int enable);
+
+/* ======================================================================
  * malloc family
  *
  * The C allocation functions on top of uslab, with glibc's semantics.

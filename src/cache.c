@@ -8,6 +8,7 @@
  * cache_mutex -> node list_lock -> slab CAS -> page lock.
  */
 #include "slab.h"
+#include "bgthread.h"
 
 #include <errno.h>
 #include <string.h>
@@ -197,6 +198,7 @@ static void init_once_fn(void)
 	kfence_init();   /* USLAB_OPTIONS=kfence: the pool and the fault handler */
 	fork_init();
 	export_init();   /* USLAB_OPTIONS=export: the stats file for uslabinfo */
+	bg_init();       /* USLAB_OPTIONS=background_thread: started at the first safe point after init */
 	internal_cache(&cache_cache, "uslab_cache", sizeof(struct uslab_cache), 0);
 	/* line-aligned: the fast paths' fields share one line */
 	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", sizeof(struct cpu_cache), _Alignof(struct cpu_cache));

@@ -19,6 +19,20 @@
  * busy flag is not a lock anyone waits for: a thread that finds it set
  * returns.
  *
+ * Staleness. Besides readers' requests, the snapshot is refreshed after
+ * every cache create and destroy (cache_list_hook: at once, waiting for
+ * cache_mutex, unless it was refreshed less than max(EXPORT_MIN_MS, ten
+ * times what a snapshot costs) ago; then `seen` is set to EXPORT_STALE so
+ * that the next slow path, or the next reader's request, refreshes it). So a
+ * process that made caches and went idle never shows fewer caches than it
+ * has; its counts are as of its last refresh, and uslabinfo prints the
+ * snapshot's age. A list change during a refresh leaves it stale.
+ *
+ * The background thread (bgthread.c) sleeps on the header's `wake` word,
+ * which readers wake, and serves requests through export_bg_serve(); the
+ * slow-path hook is also how a pending start of that thread reaches its
+ * first safe point (export_hook_update()).
+ *
  * A process only ever writes its own file (named by its pid). After fork
  * the child drops the parent's mapping and starts its own file on its first
  * slow path; exec and exit drop the flock that marks the file live; a
@@ -30,6 +44,7 @@
 #define _GNU_SOURCE 1   /* mremap */
 #include "slab.h"
 #include "export.h"
+#include "bgthread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,12 +59,32 @@
 static _Atomic bool export_active;
 static void export_poll(void);
 
+/* The slow-path hook while a background thread waits to start (bgthread.c):
+ * its safe point first, then the export's poll. */
+static void slow_hook_start(void)
+{
+	bg_start_deferred();
+	if (atomic_load_explicit(&export_active, memory_order_relaxed))
+		export_poll();
+}
+
+void export_hook_update(void)
+{
+	void (*h)(void) = bg_start_pending() ? slow_hook_start
+			  : atomic_load_explicit(&export_active, memory_order_relaxed) ? export_poll : NULL;
+	atomic_store_explicit(&slab_slow_hook, h, memory_order_relaxed);
+}
+
 /* Turn the export (and with it the slow-path hook) on or off. */
 static void set_active(bool on)
 {
-	atomic_store_explicit(&slab_slow_hook, on ? export_poll : NULL, memory_order_relaxed);
 	atomic_store_explicit(&export_active, on, on ? memory_order_release : memory_order_relaxed);
+	export_hook_update();
 }
+
+/* `seen` when the snapshot is out of date with no reader waiting: never a
+ * value of `req`, so the next poll serves. */
+#define EXPORT_STALE UINT64_MAX
 
 #define EXPORT_INITIAL_RECORDS 32
 
@@ -65,6 +100,8 @@ static struct {
 	_Atomic uint64_t last_ms;    /* when the snapshot was last refreshed */
 	_Atomic bool busy;           /* a thread is serving (one at a time) */
 	_Atomic bool restart;        /* forked child: start a file of our own */
+	_Atomic uint64_t changes;    /* cache creates and destroys (cache_list_hook) */
+	_Atomic uint64_t cost_ns;    /* what the last snapshot took */
 	bool atfork_done;
 	char path[256];
 } exp = { .fd = -1 };
@@ -339,6 +376,7 @@ static bool export_start(void)
 	h->snaps = 0;
 	h->snap_ns = mono_ns();
 	h->proc.version = USLAB_PROCESS_INFO_VERSION;
+	atomic_store_explicit(&h->bg, 0, memory_order_relaxed);   /* our thread attaches itself */
 	atomic_store_explicit(&h->seq, 0, memory_order_relaxed);
 	memcpy(h->magic, EXPORT_MAGIC, sizeof h->magic);
 	atomic_store_explicit(&h->state, EXPORT_LIVE, memory_order_release);
@@ -353,14 +391,22 @@ static bool export_start(void)
 	return true;
 }
 
-/* Refresh the snapshot and serve a command. force: wait for cache_mutex
- * and ignore the rate limit (public refresh, exit). */
-static void export_service(bool force)
+/* How to serve: SVC_WAIT waits for cache_mutex (else trylock: a slow path
+ * never waits); SVC_FORCE also ignores the rate limit. */
+enum { SVC_POLL = 0, SVC_WAIT = 1, SVC_FORCE = 3 };
+
+/* Refresh the snapshot and serve a command. SVC_FORCE: the public
+ * refresh, the background thread; SVC_WAIT: a cache list change; SVC_POLL:
+ * a slow path. The rate limit: max(EXPORT_MIN_MS, 10 x the last
+ * snapshot's cost), so refreshes take at most about a tenth of the time
+ * even with many caches; a posted command is served at once. */
+static void export_service(int how)
 {
 	struct export_header *h = exp.hdr;
-	if (!force && h && !atomic_load_explicit(&exp.restart, memory_order_relaxed)) {
+	if (how != SVC_FORCE && h && !atomic_load_explicit(&exp.restart, memory_order_relaxed)) {
 		uint64_t now = os_now_ms();
-		if (now - atomic_load_explicit(&exp.last_ms, memory_order_relaxed) < EXPORT_MIN_MS &&
+		uint64_t gap = atomic_load_explicit(&exp.cost_ns, memory_order_relaxed) / 100000;   /* 10x, in ms */
+		if (now - atomic_load_explicit(&exp.last_ms, memory_order_relaxed) < MAX(gap, (uint64_t)EXPORT_MIN_MS) &&
 		    atomic_load_explicit(&h->cmd.state, memory_order_relaxed) != CMD_POSTED)
 			return;
 	}
@@ -375,16 +421,22 @@ static void export_service(bool force)
 	}
 	if (!exp.hdr)
 		goto out;
-	if (force)
+	if (how & SVC_WAIT)
 		pthread_mutex_lock(&cache_mutex);
 	else if (pthread_mutex_trylock(&cache_mutex))
 		goto out;   /* busy: the request stays pending for the next slow path */
 	uint64_t req = atomic_load_explicit(&exp.hdr->req, memory_order_acquire);
+	uint64_t changes = atomic_load_explicit(&exp.changes, memory_order_acquire);
 	serve_cmd_locked();
+	uint64_t t0 = mono_ns();
 	snapshot_locked();
+	atomic_store_explicit(&exp.cost_ns, mono_ns() - t0, memory_order_relaxed);
 	pthread_mutex_unlock(&cache_mutex);
 	atomic_store_explicit(&exp.last_ms, os_now_ms(), memory_order_relaxed);
-	atomic_store_explicit(&exp.seen, req, memory_order_relaxed);
+	/* a cache made or destroyed meanwhile may be missing: stay stale */
+	atomic_store_explicit(&exp.seen,
+			      atomic_load_explicit(&exp.changes, memory_order_acquire) == changes ? req : EXPORT_STALE,
+			      memory_order_relaxed);
 	atomic_store_explicit(&exp.hdr->ack, req, memory_order_release);
 out:
 	atomic_store_explicit(&exp.busy, false, memory_order_release);
@@ -397,7 +449,62 @@ static void export_poll(void)
 	if (likely(atomic_load_explicit(w, memory_order_relaxed) ==
 		   atomic_load_explicit(&exp.seen, memory_order_relaxed)))
 		return;
-	export_service(false);
+	export_service(SVC_POLL);
+}
+
+/* cache_list_hook: a cache was made or destroyed (no lock held). */
+static void export_list_changed(void)
+{
+	if (!atomic_load_explicit(&export_active, memory_order_acquire))
+		return;
+	atomic_fetch_add_explicit(&exp.changes, 1, memory_order_acq_rel);
+	atomic_store_explicit(&exp.seen, EXPORT_STALE, memory_order_relaxed);
+	export_service(SVC_WAIT);
+}
+
+/* ---- the background thread's side (bgthread.c) ------------------------------ */
+
+static struct export_header *header_of(_Atomic uint64_t *req_word)
+{
+	return (struct export_header *)((char *)req_word - offsetof(struct export_header, req));
+}
+
+_Atomic uint32_t *export_bg_word(void)
+{
+	if (!atomic_load_explicit(&export_active, memory_order_acquire))
+		return NULL;
+	_Atomic uint64_t *w = atomic_load_explicit(&exp.req_word, memory_order_acquire);
+	return w == &exp.dummy_req ? NULL : &header_of(w)->wake;
+}
+
+void export_bg_attach(_Atomic uint32_t *word, bool on)
+{
+	struct export_header *h = (struct export_header *)((char *)word - offsetof(struct export_header, wake));
+	atomic_store_explicit(&h->bg, on, memory_order_release);
+}
+
+/* A reader's request not yet answered (or a forked child's export not yet
+ * started). A snapshot that is only stale (a cache list change within the
+ * rate limit) is not the thread's business: a reader's request refreshes
+ * it, and the thread would otherwise refresh back to back while another
+ * thread makes and destroys caches. */
+bool export_bg_pending(void)
+{
+	if (!atomic_load_explicit(&export_active, memory_order_acquire))
+		return false;
+	_Atomic uint64_t *w = atomic_load_explicit(&exp.req_word, memory_order_acquire);
+	if (w == &exp.dummy_req)
+		return atomic_load_explicit(&exp.restart, memory_order_relaxed);
+	struct export_header *h = header_of(w);
+	return atomic_load_explicit(&h->req, memory_order_relaxed) != atomic_load_explicit(&h->ack, memory_order_acquire);
+}
+
+int export_bg_serve(void)
+{
+	if (!export_bg_pending())
+		return EXPORT_BG_IDLE;
+	export_service(SVC_FORCE);
+	return export_bg_pending() ? EXPORT_BG_AGAIN : EXPORT_BG_SERVED;
 }
 
 /* fork: the child must not write the parent's file. Drop it; the child's
@@ -437,6 +544,7 @@ void export_init(void)
 		exp.atfork_done = true;
 	}
 	set_active(true);
+	atomic_store_explicit(&cache_list_hook, export_list_changed, memory_order_release);
 }
 
 const char *uslab_export_path(void)
@@ -451,7 +559,7 @@ int uslab_export_refresh(void)
 		errno = ENOENT;
 		return -1;
 	}
-	export_service(true);
+	export_service(SVC_FORCE);
 	if (!exp.hdr) {
 		errno = ENOENT;
 		return -1;

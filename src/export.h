@@ -22,10 +22,15 @@
  * records and the process summary, and makes it even again; a reader copies
  * and retries if `seq` was odd or changed.
  *
- * Requests: a reader increments `req`; the process notices on its next
- * allocation slow path (export_poll: one relaxed load of `req`), refreshes
- * the snapshot, serves a posted command, and sets `ack` to the `req` it
- * saw.
+ * Requests: a reader increments `req`, then increments `wake` and calls
+ * FUTEX_WAKE on it (a shared futex: not FUTEX_PRIVATE_FLAG). A process
+ * with a background thread (`bg` nonzero) sleeps on `wake` and answers at
+ * once; every process also notices on its next allocation slow path
+ * (export_poll: one relaxed load of `req`). It refreshes the snapshot,
+ * serves a posted command, and sets `ack` to the `req` it saw. The process
+ * also refreshes the snapshot by itself after a cache is created or
+ * destroyed (at once, or on its next slow path when it refreshed very
+ * recently), so the list of caches is never older than the last change.
  *
  * Commands (a one-slot mailbox, `cmd`): state EMPTY -> CLAIMED (a reader,
  * by CAS, recording its pid in `owner`) -> POSTED (fields written) ->
@@ -43,7 +48,7 @@
 #include "uslab.h"
 
 #define EXPORT_MAGIC      "USLABEX1"
-#define EXPORT_VERSION    1
+#define EXPORT_VERSION    2         /* 2: `wake` and `bg` beside `req` */
 #define EXPORT_PREFIX     "uslab-"
 #define EXPORT_SUFFIX     ".stats"
 #define EXPORT_SHM_DIR    "/dev/shm"
@@ -107,6 +112,10 @@ struct export_header {
 
 	/* written by readers; the process's slow path loads `req` */
 	_Alignas(64) _Atomic uint64_t req; /* incremented by a reader that wants a fresh snapshot */
+	_Atomic uint32_t wake;           /* futex word: a reader adds 1 after req and FUTEX_WAKEs it */
+	_Atomic uint32_t bg;             /* written by the process: 1 while a background thread
+					  * sleeps on `wake` and answers at once; 0: the next
+					  * allocation slow path answers */
 	_Alignas(64) _Atomic uint64_t ack; /* the last req the process served */
 	struct export_cmd cmd;
 

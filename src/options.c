@@ -12,6 +12,7 @@
  * here allocates: the per-cache table is static.
  */
 #include "slab.h"
+#include "bgthread.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,10 +46,14 @@ struct uslab_opts opt = {
  * bare), var an lvalue; OPTUINT takes =N in [0, max] or nothing (then
  * `bare`). KFENCE (kfence.c): "kfence" samples about one allocation in
  * KFENCE_INTERVAL_DEFAULT, kfence=N one in N, kfence=0 none; kfence_pool=N
- * objects in the pool (0: the default). */
+ * objects in the pool (0: the default). background_thread (bgthread.c):
+ * bare or =1 on, =0 off, not given -1 (the library's default). */
 #define MODULE_OPTIONS(X) \
 	X("kfence",           "kfence",           OPTUINT, kfence_interval, KFENCE_INTERVAL_MAX, KFENCE_INTERVAL_DEFAULT) \
-	X("kfence_pool",      "kfence_pool",      UINT, kfence_pool_objects, KFENCE_POOL_MAX, 0)
+	X("kfence_pool",      "kfence_pool",      UINT, kfence_pool_objects, KFENCE_POOL_MAX, 0) \
+	X("decay_ms",         "dirty_decay_ms",   UINT, page_purge_delay_ms, 3600000, 0) \
+	X("decay_dirty_max",  "decay_dirty_max",  UINT, page_dirty_max_mb, 1048576, 0) \
+	X("background_thread", "background_thread", OPTUINT, bg_option, 1, 1)
 
 enum opt_kind { FLAG, UINT, OPTUINT };
 

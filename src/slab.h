@@ -591,7 +591,6 @@ struct uslab_opts {
 	bool report_continue;  /* report_continue: report, leak the object, go on */
 	bool freelist_random;  /* slab_freelist_random */
 	bool hardened;         /* hardened: live bits, every operation on the slow paths */
-	bool background_thread;/* background_thread: decay and export served by a thread (bgthread.c) */
 	unsigned debug;        /* slub_debug letters (DBG_*) */
 	char debug_caches[256];/* slub_debug's cache list, ",a,b," (empty: all caches) */
 };

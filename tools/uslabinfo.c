@@ -36,7 +36,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,9 +116,10 @@ static void usage(FILE *f)
 		"      --timeout SECONDS  how long to wait for the process to answer (default 2)\n"
 		"  -h, --help             this text\n"
 		"\n"
-		"The process answers on its next allocation slow path; a process that does not\n"
-		"allocate shows its last snapshot (its age is printed). Commands it does not\n"
-		"take within --timeout are withdrawn.\n");
+		"A process with a background thread (USLAB_OPTIONS=background_thread) answers at\n"
+		"once; others answer on their next allocation slow path, and one that does not\n"
+		"allocate shows its last snapshot (its age and why are printed). Commands it does\n"
+		"not take within --timeout are withdrawn.\n");
 }
 
 /* ---- time ------------------------------------------------------------------ */
@@ -300,6 +303,14 @@ static bool take_snapshot(struct target *t)
 	return false;
 }
 
+/* After a request (req incremented): wake the process's background thread,
+ * if it has one, sleeping on the shared futex word `wake`. */
+static void wake_process(struct export_header *h)
+{
+	atomic_fetch_add(&h->wake, 1);
+	syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 /* Ask for a fresh snapshot and wait (bounded) for it. Returns false on
  * timeout: the snapshot is then the last one the process wrote. */
 static bool request_refresh(struct target *t)
@@ -308,6 +319,7 @@ static bool request_refresh(struct target *t)
 	if (atomic_load_explicit(&h->state, memory_order_acquire) != EXPORT_LIVE)
 		return true;
 	uint64_t r = atomic_fetch_add(&h->req, 1) + 1;
+	wake_process(h);
 	uint64_t end = now_ns() + (uint64_t)(o.timeout * 1e9);
 	while ((int64_t)(atomic_load_explicit(&h->ack, memory_order_acquire) - r) < 0) {
 		if (now_ns() > end || atomic_load(&h->state) != EXPORT_LIVE || !exporter_alive(t->fd))
@@ -433,6 +445,7 @@ static int post_cmd(struct target *t, uint32_t op, const char *cache, const char
 	c->msg[0] = 0;
 	atomic_store_explicit(&c->state, CMD_POSTED, memory_order_release);
 	atomic_fetch_add(&h->req, 1);
+	wake_process(h);
 	end = now_ns() + (uint64_t)(o.timeout * 1e9);
 	uint64_t hard_end = end + (uint64_t)(5 * o.timeout * 1e9);   /* a taken command may run a while (validate) */
 	for (;;) {
@@ -611,6 +624,21 @@ static void print_header_line(const struct target *t)
 	printf("# pid %d (%s): %u caches, %s, snapshot %.2f s old%s\n", t->h.pid, t->h.comm, t->n,
 	       st == EXPORT_FINAL ? "exited" : st == EXPORT_LIVE ? "running" : "not started", age,
 	       t->h.dropped ? " (some caches did not fit the file)" : "");
+}
+
+/* Why the snapshot is old, and how to get live numbers. */
+static void stale_note(const struct target *t)
+{
+	uint64_t now = now_ns();
+	double age = t->h.snap_ns && now > t->h.snap_ns ? (double)(now - t->h.snap_ns) / 1e9 : 0;
+	fflush(stdout);
+	if (atomic_load(&t->h.bg))
+		warnx("pid %d: snapshot %.1f s old: its background thread did not answer within %.1f s "
+		      "(the process may be stopped or very busy)", t->pid, age, o.timeout);
+	else
+		warnx("pid %d: snapshot %.1f s old: the process refreshes it on its allocation slow path and took "
+		      "none within %.1f s (it is idle); start it with USLAB_OPTIONS=background_thread for live numbers",
+		      t->pid, age, o.timeout);
 }
 
 static void print_table(const struct target *t)
@@ -817,9 +845,11 @@ static void print_json(const struct target *t, bool fresh)
 	uint32_t st = t->h.state;
 	printf("{\"pid\":%d,\"comm\":", t->h.pid);
 	json_str(t->h.comm);
-	printf(",\"state\":\"%s\",\"fresh\":%s,\"snapshot_age_ms\":%" PRIu64 ",\"dropped\":%u,",
+	printf(",\"state\":\"%s\",\"fresh\":%s,\"snapshot_age_ms\":%" PRIu64 ",\"background_thread\":%s,"
+	       "\"dropped\":%u,",
 	       st == EXPORT_FINAL ? "exited" : st == EXPORT_LIVE ? "running" : "not_started", fresh ? "true" : "false",
-	       t->h.snap_ns && now > t->h.snap_ns ? (now - t->h.snap_ns) / 1000000 : 0, t->h.dropped);
+	       t->h.snap_ns && now > t->h.snap_ns ? (now - t->h.snap_ns) / 1000000 : 0,
+	       atomic_load(&t->h.bg) ? "true" : "false", t->h.dropped);
 	printf("\"process\":{\"segments\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64 ",\"used_bytes\":%" PRIu64
 	       ",\"dirty_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64 ",\"free_blocks\":[",
 	       p->segments, p->mapped_bytes, p->used_bytes, p->dirty_bytes, p->rss_bytes);
@@ -852,6 +882,8 @@ static void print_json(const struct target *t, bool fresh)
 
 static void show(struct target *t, bool fresh)
 {
+	if (!fresh && (o.json || o.slabinfo))
+		stale_note(t);   /* stderr: stdout stays parseable */
 	if (o.json) {
 		print_json(t, fresh);
 		return;
@@ -862,7 +894,7 @@ static void show(struct target *t, bool fresh)
 	}
 	print_header_line(t);
 	if (!fresh)
-		warnx("pid %d took no allocation slow path within %.1f s; showing its last snapshot", t->pid, o.timeout);
+		stale_note(t);
 	if (o.report) {
 		const struct uslab_cache_info **v = calloc(t->n + 1, sizeof *v);
 		size_t n = select_caches(t, v, true);
@@ -1149,6 +1181,7 @@ static int run_cmd(char **argv)
 		if (have_file && now_ns() > next && map_file(&t) &&
 		    atomic_load(&t.hdr->state) == EXPORT_LIVE) {
 			atomic_fetch_add(&t.hdr->req, 1);
+			wake_process(t.hdr);
 			next = now_ns() + 200000000ULL;
 		}
 		sleep_ms(10);

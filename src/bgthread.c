@@ -1,0 +1,379 @@
+/*
+ * The background thread (USLAB_OPTIONS=background_thread, or
+ * uslab_background_thread(1)): memory back to the OS while the process is
+ * idle, and uslabinfo answered at once.
+ *
+ * The loop. Run a decay pass (decay.c's mem_decay_pass(): idle threads'
+ * spare sheaves, barns, empty slabs, decayed pages and huge mappings) when
+ * its deadline has come, serve an export request if a reader posted one
+ * (export.c: refresh the snapshot, apply a command), then sleep on a futex
+ * until the next deadline. The pass returns how long until the next one
+ * (decay_ms while anything is pending, at least 10 ms), or UINT64_MAX when
+ * nothing is: then the thread sleeps with no deadline and sets
+ * mem_bg_sleeping, so that page_free() (mem_dirty_notify) wakes it when new
+ * dirty memory appears. Passes run on their deadlines only: a reader's wake
+ * serves the reader and sleeps again, so uslabinfo --watch does not make
+ * take-back more eager.
+ *
+ * The futex word. With the export on, the thread sleeps on `wake` in the
+ * export file's shared mapping (a shared futex: the file's inode and
+ * offset are the key), and a reader adds 1 to it and calls FUTEX_WAKE
+ * after posting its request, so the answer comes within a millisecond or
+ * two. Without the export, on a private word here. Every waker (reader,
+ * dirty notify, stop) changes the word before FUTEX_WAKE, and the thread
+ * loads the word before it checks for work, so no wake-up is lost: if the
+ * check missed the work, the word changed and FUTEX_WAIT returns at once.
+ * For the no-deadline sleep the dirty check is page_decay() under the page
+ * lock after mem_bg_sleeping is set, and page_free() inserts under that
+ * lock before it looks at mem_bg_sleeping: one of the two sees the other.
+ *
+ * When it starts. Never inside init (init_once_fn may run inside the first
+ * malloc, and pthread_create allocates: with the malloc family that would
+ * wait for init from inside init) and never before libc is initialised (the
+ * dynamic linker calls malloc before that). bg_init() only marks a start
+ * pending; it happens at the first safe point after our constructors ran:
+ * this file's constructor (before main when the library is preloaded or
+ * linked, at dlopen when dlopen'ed), or the first allocation slow path
+ * after init (export.c's slow-path hook, set only while a start is
+ * pending), or uslab_background_thread(1). It is created detached, with
+ * every signal blocked (no program signal is ever delivered to it), named
+ * "uslab-bg".
+ *
+ * fork. The child has no thread; a child handler here resets the state.
+ * If the parent's thread was running, the child restarts it lazily, on its
+ * first allocation slow path (never in the atfork handler, where creating a
+ * thread is not allowed, and never in a child that only execs: no slow path
+ * before exec, no thread). uslab_background_thread() works in the child.
+ *
+ * exit. The thread is detached and holds no lock while it sleeps; exit()
+ * from any thread never waits for it: a destructor here asks it to stop and
+ * waits at most BG_EXIT_WAIT_MS for it to finish a pass in flight (so that
+ * the final export snapshot and show_stats see a quiet heap), then returns
+ * either way; _exit takes the thread down wherever it is.
+ *
+ * dlopen/dlclose. libuslab.so and libuslab-malloc.so are linked with
+ * -z nodelete (CMakeLists.txt): dlclose never unmaps them, so the thread
+ * (and every thread's key destructor, cpu_tls.c) never runs unmapped code.
+ * The thread goes on after dlclose; uslab_background_thread(0) before
+ * dlclose stops it.
+ *
+ * On by default? Off for libuslab.so and for the malloc family
+ * (BG_MALLOC_DEFAULT below): README's "Memory return" says why. When
+ * BG_MALLOC_DEFAULT is 1 and the option is not given, the thread starts
+ * when the process's malloc is this library's (the malloc family preloaded
+ * or linked), checked with dladdr at the first safe point.
+ *
+ * Locks: bg.lock serializes uslab_background_thread() calls (and the
+ * deferred start, by trylock); the thread never takes it. The thread takes
+ * cache_mutex and the locks under it in passes and export service only,
+ * never across a sleep.
+ */
+#define _GNU_SOURCE 1
+#include "slab.h"
+#include "bgthread.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The malloc family's default when USLAB_OPTIONS does not say (the lead
+ * decides after measuring: README, "Memory return"). */
+#ifndef BG_MALLOC_DEFAULT
+#define BG_MALLOC_DEFAULT 0
+#endif
+
+#define BG_EXIT_WAIT_MS 100   /* exit waits at most this long for a pass in flight */
+#define BG_RETRY_MS     1     /* a request another thread was serving: look again */
+#ifdef USLAB_SANITIZER
+#define BG_STACK 0            /* the default: sanitizers need more stack */
+#else
+#define BG_STACK (256 * 1024)
+#endif
+
+int bg_option = -1;
+
+enum { BG_OFF = 0, BG_RUNNING = 1, BG_STOPPING = 2 };
+enum { PENDING_NONE = 0, PENDING_START = 1, PENDING_IF_MALLOC = 2 };
+
+static struct {
+	pthread_mutex_t lock;             /* uslab_background_thread() calls (see the top) */
+	_Atomic uint32_t state;           /* BG_*: a futex word stop() waits on */
+	_Atomic int pending;              /* PENDING_*: a start waits for a safe point */
+	_Atomic bool ctor_ran;            /* our constructor ran: libc is up */
+	_Atomic bool exiting;             /* exit began: never start again */
+	_Atomic bool dirty_kick;          /* mem_dirty_notify woke the thread: run a pass */
+	_Atomic uint32_t word;            /* the private futex word (no export) */
+	_Atomic(_Atomic uint32_t *) sleep_word; /* the word the thread sleeps on: &word or the export's */
+	_Atomic uint64_t passes, serves, wakeups, starts;   /* for tests (bg_get_stats) */
+} bg = { .lock = PTHREAD_MUTEX_INITIALIZER, .sleep_word = &bg.word };
+
+/* ---- futexes ------------------------------------------------------------------ */
+
+/* Our own words are private futexes; the export's word is shared (other
+ * processes wake it). */
+static int futex_flags(_Atomic uint32_t *w)
+{
+	return w == &bg.word || w == &bg.state ? FUTEX_PRIVATE_FLAG : 0;
+}
+
+/* Sleep while *w == v, at most ms (UINT64_MAX: no limit). */
+static void futex_sleep(_Atomic uint32_t *w, uint32_t v, uint64_t ms)
+{
+	struct timespec ts, *tp = NULL;
+	if (ms != UINT64_MAX) {
+		ts.tv_sec = (time_t)(ms / 1000);
+		ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+		tp = &ts;
+	}
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT | futex_flags(w), v, tp, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *w, int n)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE | futex_flags(w), n, NULL, NULL, 0);
+}
+
+/* Wake the thread wherever it sleeps. Keeps errno (free paths call it). */
+static void kick(void)
+{
+	int e = errno;
+	_Atomic uint32_t *w = atomic_load(&bg.sleep_word);
+	atomic_fetch_add(w, 1);
+	futex_wake(w, 1);
+	errno = e;
+}
+
+/* mem_bg_wake: new dirty memory while the thread sleeps with no deadline. */
+static void dirty_wake(void)
+{
+	atomic_store(&bg.dirty_kick, true);
+	kick();
+}
+
+/* ---- the thread ------------------------------------------------------------------ */
+
+static void *bg_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "uslab-bg", 0, 0, 0);
+	uint64_t next_pass = 0;           /* os_now_ms() of the next pass; UINT64_MAX: none due */
+	_Atomic uint32_t *attached = NULL;/* the export word we told readers we serve */
+	while (atomic_load(&bg.state) == BG_RUNNING) {
+		uint64_t now = os_now_ms();
+		if (now >= next_pass || atomic_exchange(&bg.dirty_kick, false)) {
+			uint64_t d = mem_decay_pass();
+			atomic_fetch_add_explicit(&bg.passes, 1, memory_order_relaxed);
+			now = os_now_ms();
+			next_pass = d == UINT64_MAX ? UINT64_MAX : now + d;
+		}
+		int served = export_bg_serve();
+		bool again = served == EXPORT_BG_AGAIN;
+		if (served == EXPORT_BG_SERVED)
+			atomic_fetch_add_explicit(&bg.serves, 1, memory_order_relaxed);
+		_Atomic uint32_t *xw = export_bg_word();
+		if (xw != attached) {
+			if (attached)
+				export_bg_attach(attached, false);
+			if (xw)
+				export_bg_attach(xw, true);
+			attached = xw;
+		}
+		_Atomic uint32_t *w = xw ? xw : &bg.word;
+		atomic_store(&bg.sleep_word, w);
+		/* the word first, then the checks: see the top */
+		uint32_t v = atomic_load(w);
+		if (atomic_load(&bg.state) != BG_RUNNING)
+			break;
+		if (!again && export_bg_pending())
+			continue;
+		uint64_t until = again ? now + BG_RETRY_MS : next_pass;
+		if (until == UINT64_MAX) {
+			atomic_store(&mem_bg_sleeping, true);
+			if (page_decay()) {   /* dirtied between the pass and now */
+				atomic_store(&mem_bg_sleeping, false);
+				next_pass = 0;
+				continue;
+			}
+			futex_sleep(w, v, UINT64_MAX);
+			atomic_store(&mem_bg_sleeping, false);
+		} else if (until > now) {
+			futex_sleep(w, v, until - now);
+		}
+		atomic_fetch_add_explicit(&bg.wakeups, 1, memory_order_relaxed);
+	}
+	if (attached)
+		export_bg_attach(attached, false);
+	atomic_store(&mem_bg_sleeping, false);
+	atomic_store(&bg.sleep_word, &bg.word);
+	atomic_store(&bg.state, BG_OFF);
+	futex_wake(&bg.state, INT_MAX);
+	return NULL;
+}
+
+/* ---- starting and stopping ---------------------------------------------------------- */
+
+/* Start the thread (bg.lock held). 0, or -1 with errno. */
+static int start_locked(void)
+{
+	uint32_t st = atomic_load(&bg.state);
+	if (st == BG_RUNNING)
+		return 0;
+	if (st != BG_OFF || atomic_load(&bg.exiting)) {   /* stopping at exit */
+		errno = EAGAIN;
+		return -1;
+	}
+	atomic_store(&bg.state, BG_RUNNING);
+	pthread_attr_t a;
+	sigset_t all, old;
+	pthread_t t;
+	int e = pthread_attr_init(&a);
+	if (!e) {
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		if (BG_STACK)
+			pthread_attr_setstacksize(&a, BG_STACK);
+		/* every signal blocked in the new thread: the program's signals
+		 * go to its own threads */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		e = pthread_create(&t, &a, bg_main, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&a);
+	}
+	if (e) {
+		atomic_store(&bg.state, BG_OFF);
+		errno = e;
+		return -1;
+	}
+	atomic_fetch_add_explicit(&bg.starts, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* Ask the thread to stop and wait until it has (ms: at most that long,
+ * UINT64_MAX: until it has). */
+static void stop(uint64_t ms)
+{
+	uint32_t st = BG_RUNNING;
+	if (atomic_compare_exchange_strong(&bg.state, &st, BG_STOPPING))
+		kick();
+	else if (st == BG_OFF)
+		return;
+	uint64_t end = ms == UINT64_MAX ? UINT64_MAX : os_now_ms() + ms;
+	while ((st = atomic_load(&bg.state)) == BG_STOPPING) {
+		uint64_t now = os_now_ms();
+		if (now >= end)
+			return;
+		futex_sleep(&bg.state, st, end == UINT64_MAX ? UINT64_MAX : end - now);
+	}
+}
+
+/* Is the process's malloc this library's (the malloc family, preloaded or
+ * linked)? Only asked when the malloc family's default matters. */
+static bool uslab_is_malloc(void)
+{
+	Dl_info a, b;
+	void *(*volatile m)(size_t) = malloc;
+	return dladdr((void *)m, &a) && dladdr((void *)&bg_init, &b) && a.dli_fbase == b.dli_fbase;
+}
+
+bool bg_start_pending(void)
+{
+	return atomic_load_explicit(&bg.pending, memory_order_relaxed) != PENDING_NONE;
+}
+
+void bg_start_deferred(void)
+{
+	if (!atomic_load_explicit(&bg.ctor_ran, memory_order_acquire) || !bg_start_pending())
+		return;
+	if (pthread_mutex_trylock(&bg.lock))
+		return;   /* an API call is under way and settles it */
+	int p = atomic_exchange(&bg.pending, PENDING_NONE);
+	if (p != PENDING_NONE) {
+		export_hook_update();
+		if ((p == PENDING_START || uslab_is_malloc()) && start_locked() && bg_option == 1)
+			report_line("background_thread: cannot start the thread (errno %d); memory goes back "
+				    "on frees, uslab_cache_shrink and malloc_trim only", errno);
+	}
+	pthread_mutex_unlock(&bg.lock);
+}
+
+/* fork: the child has no thread. Restart it at the child's first slow
+ * path if the parent's was running (see the top). */
+static void bg_atfork_child(void)
+{
+	uint32_t st = atomic_load(&bg.state);
+	pthread_mutex_init(&bg.lock, NULL);
+	atomic_store(&bg.state, BG_OFF);
+	atomic_store(&bg.sleep_word, &bg.word);
+	atomic_store(&bg.dirty_kick, false);
+	atomic_store(&mem_bg_sleeping, false);
+	atomic_store(&bg.starts, 0);
+	if (st == BG_RUNNING && !atomic_load(&bg.exiting))
+		atomic_store(&bg.pending, PENDING_START);
+	export_hook_update();
+}
+
+void bg_init(void)
+{
+	pthread_atfork(NULL, NULL, bg_atfork_child);
+	atomic_store_explicit(&mem_bg_wake, dirty_wake, memory_order_release);
+	int want = bg_option == 1 ? PENDING_START : bg_option < 0 && BG_MALLOC_DEFAULT ? PENDING_IF_MALLOC
+										     : PENDING_NONE;
+	if (want != PENDING_NONE) {
+		atomic_store(&bg.pending, want);
+		export_hook_update();
+	}
+}
+
+__attribute__((constructor)) static void bg_ctor(void)
+{
+	atomic_store_explicit(&bg.ctor_ran, true, memory_order_release);
+	bg_start_deferred();   /* the option asked for it and init already ran */
+}
+
+__attribute__((destructor)) static void bg_at_exit(void)
+{
+	atomic_store(&bg.exiting, true);
+	if (atomic_exchange(&bg.pending, PENDING_NONE) != PENDING_NONE)
+		export_hook_update();
+	stop(BG_EXIT_WAIT_MS);
+}
+
+int uslab_background_thread(int enable)
+{
+	if (enable != 0 && enable != 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	cache_init();
+	pthread_mutex_lock(&bg.lock);
+	atomic_store(&bg.pending, PENDING_NONE);   /* this call settles it */
+	int r = 0;
+	if (enable)
+		r = start_locked();
+	else
+		stop(UINT64_MAX);
+	int e = errno;
+	export_hook_update();
+	pthread_mutex_unlock(&bg.lock);
+	errno = e;
+	return r;
+}
+
+/* ---- for the tests ------------------------------------------------------------------- */
+
+void bg_get_stats(struct bg_stats *st)
+{
+	st->running = atomic_load(&bg.state) == BG_RUNNING;
+	st->pending = bg_start_pending();
+	st->starts = atomic_load(&bg.starts);
+	st->passes = atomic_load(&bg.passes);
+	st->serves = atomic_load(&bg.serves);
+	st->wakeups = atomic_load(&bg.wakeups);
+}
