@@ -1,0 +1,263 @@
+/*
+ * Memory goes back to the OS over time (issue 11): decay, measured through
+ * uslab_process_get_info() (dirty_bytes, used_bytes) and RSS, with bounds
+ * in multiples of the decay time, not to the millisecond.
+ *
+ *   - with the background thread (decay_ms 200): a burst of malloc'ed
+ *     objects of 16..1024 B, every one freed (in random order), then idle:
+ *     within 1 s dirty bytes are ~0 and RSS is back near the start; the
+ *     thread sleeps with no deadline once nothing is pending;
+ *   - without it: the burst's frees give back all but decay_dirty_max
+ *     while they run; after the decay time a later allocation call (a
+ *     page-sized block freed) gives back what decayed; malloc_trim(0)
+ *     gives back everything;
+ *   - decay_ms 0: nothing stays dirty;
+ *   - new dirty memory wakes a thread that sleeps with no deadline.
+ *
+ * decay_ms and decay_dirty_max are set through page.c's variables, which
+ * the static link reaches (USLAB_OPTIONS may hold other tokens: the
+ * suite's slub_debug and classic variants). Under ThreadSanitizer RSS is
+ * not checked (its shadow of touched memory stays resident), under ASan
+ * with more slack.
+ */
+#include "check.h"
+#include "slab.h"
+#include "bgthread.h"
+
+#include <sys/mman.h>
+
+#define BURST      (SCALE(64, 16) * MiB)
+#define RSS_SLACK  (SCALE(16, 24) * MiB)   /* RSS back within this of the start */
+#define DIRTY_LOW  (512 * 1024UL)          /* "~0" dirty bytes */
+#define DECAY_MS   200
+
+static struct uslab_process_info pinfo(void)
+{
+	struct uslab_process_info p;
+	memset(&p, 0, sizeof p);
+	p.version = 1;
+	CHECK(uslab_process_get_info(&p) == 0);
+	return p;
+}
+
+static void show(const char *what, size_t rss0)
+{
+	struct uslab_process_info p = pinfo();
+	size_t rss = test_rss();
+	printf("    %-38s RSS %7.2f MiB (%+7.2f), used %7.2f MiB, dirty %6.2f MiB, mapped %7.2f MiB\n", what,
+	       (double)rss / MiB, ((double)rss - (double)rss0) / MiB, (double)p.used_bytes / MiB,
+	       (double)p.dirty_bytes / MiB, (double)p.mapped_bytes / MiB);
+}
+
+struct burst {
+	void **p;
+	size_t n, cap, bytes;
+};
+
+/* Objects of 16..1024 B (uniform), written, until `total` bytes; the
+ * pointer array is mmap'ed so that libc's heap does not blur RSS. */
+static void burst_alloc(struct burst *b, size_t total, uint64_t seed)
+{
+	b->cap = total / 16 + 1;
+	b->p = mmap(NULL, b->cap * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(b->p != MAP_FAILED);
+	b->n = b->bytes = 0;
+	while (b->bytes < total && b->n < b->cap) {
+		size_t sz = 16 + rnd_next(&seed) % 1009;
+		void *x = uslab_malloc(sz);
+		CHECKF(x != NULL, "malloc(%zu) after %zu bytes: errno %d", sz, b->bytes, errno);
+		memset(x, 0x5a, sz);
+		b->p[b->n++] = x;
+		b->bytes += sz;
+	}
+}
+
+static void burst_free(struct burst *b, uint64_t seed)
+{
+	for (size_t i = b->n; i > 1; i--) {   /* random order */
+		size_t j = rnd_next(&seed) % i;
+		void *t = b->p[i - 1];
+		b->p[i - 1] = b->p[j];
+		b->p[j] = t;
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		CHECK(*(unsigned char *)b->p[i] == 0x5a);
+		uslab_free(b->p[i]);
+	}
+	munmap(b->p, b->cap * sizeof(void *));
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* A clean start: what earlier sub-tests left goes back first. */
+static size_t settle(void)
+{
+	uslab_malloc_trim(0);
+	return test_rss();
+}
+
+static void test_decay_background_thread(void)
+{
+	page_purge_delay_ms = DECAY_MS;
+	CHECK(uslab_background_thread(1) == 0);
+	size_t rss0 = settle();
+	show("start", rss0);
+	struct burst b;
+	burst_alloc(&b, BURST, 1);
+	show("after the burst", rss0);
+	burst_free(&b, 2);
+	double t0 = check_now();
+	show("right after the frees", rss0);
+	/* idle: within 5 decay times (1 s) dirty ~0 and RSS near the start */
+	double done = -1;
+	while (check_now() - t0 < 3.0) {
+		struct uslab_process_info p = pinfo();
+		size_t rss = test_rss();
+		if (p.dirty_bytes <= DIRTY_LOW && (UNDER_TSAN || rss <= rss0 + RSS_SLACK)) {
+			done = check_now() - t0;
+			break;
+		}
+		sleep_ms(20);
+	}
+	show("idle, background thread", rss0);
+	printf("    memory back %.2f s after the frees (decay_ms %d)\n", done, DECAY_MS);
+	CHECKF(done >= 0 && done <= 1.0 + (UNDER_SANITIZER ? 1.0 : 0),
+	       "dirty bytes or RSS not back within 1 s of idleness (%.2f s)", done);
+	/* nothing pending any more: the thread sleeps with no deadline */
+	sleep_ms(3 * DECAY_MS);
+	struct bg_stats s0, s1;
+	bg_get_stats(&s0);
+	sleep_ms(3 * DECAY_MS);
+	bg_get_stats(&s1);
+	printf("    idle thread: %llu passes, %llu wake-ups in %d ms\n", (unsigned long long)(s1.passes - s0.passes),
+	       (unsigned long long)(s1.wakeups - s0.wakeups), 3 * DECAY_MS);
+	CHECKF(s1.passes - s0.passes <= 1, "an idle process still runs decay passes (%llu in %d ms)",
+	       (unsigned long long)(s1.passes - s0.passes), 3 * DECAY_MS);
+	CHECK(s1.running);
+	CHECK(uslab_background_thread(0) == 0);
+	bg_get_stats(&s1);
+	CHECK(!s1.running);
+}
+
+static void test_decay_without_thread(void)
+{
+	page_purge_delay_ms = DECAY_MS;
+	struct bg_stats st;
+	bg_get_stats(&st);
+	CHECK(!st.running);
+	size_t rss0 = settle();
+	show("start", rss0);
+	struct burst b;
+	burst_alloc(&b, BURST, 3);
+	show("after the burst", rss0);
+	size_t peak = test_rss();
+	burst_free(&b, 4);
+	show("right after the frees", rss0);
+	/* a burst of frees gives back all but decay_dirty_max while it runs */
+	struct uslab_process_info p = pinfo();
+	uint64_t dmax = (uint64_t)page_dirty_max_mb * MiB;
+	CHECKF(p.dirty_bytes <= dmax + MiB, "dirty %llu bytes after the frees, decay_dirty_max %u MiB",
+	       (unsigned long long)p.dirty_bytes, page_dirty_max_mb);
+	/* most of it: what stays is decay_dirty_max, the barn's and this
+	 * thread's sheaves and the slabs they pin, and empty slabs the node
+	 * lists keep (min_partial), until a decay pass or trim */
+	if (!UNDER_TSAN) {
+		size_t rss = test_rss();
+		CHECKF(rss <= rss0 + p.used_bytes + p.dirty_bytes + RSS_SLACK,
+		       "RSS %zu MiB after the frees: more than the start (%zu MiB), the slabs in use and the dirty pages",
+		       rss / MiB, rss0 / MiB);
+		if (BURST >= 4 * dmax)
+			CHECKF(rss <= rss0 + (peak - rss0) / 2, "RSS %zu MiB after the frees (start %zu MiB, peak %zu MiB)",
+			       rss / MiB, rss0 / MiB, peak / MiB);
+	}
+	/* after the decay time, a later allocation call gives back what decayed */
+	sleep_ms(DECAY_MS + DECAY_MS / 2);
+	p = pinfo();
+	CHECKF(p.dirty_bytes <= dmax + MiB, "dirty grew while idle: %llu", (unsigned long long)p.dirty_bytes);
+	void *x = uslab_malloc(256 * 1024);   /* a page block: page_alloc and page_free */
+	CHECK(x != NULL);
+	memset(x, 1, 256 * 1024);
+	uslab_free(x);
+	show("decay time later, one malloc/free", rss0);
+	p = pinfo();
+	CHECKF(p.dirty_bytes <= 256 * 1024 + DIRTY_LOW, "dirty %llu bytes after the decay time and a free",
+	       (unsigned long long)p.dirty_bytes);
+	/* malloc_trim(0): everything */
+	uslab_malloc_trim(0);
+	show("malloc_trim(0)", rss0);
+	p = pinfo();
+	CHECK_EQ(p.dirty_bytes, 0);
+	if (!UNDER_TSAN)
+		CHECKF(test_rss() <= rss0 + RSS_SLACK, "RSS %zu MiB after trim, start %zu MiB", test_rss() / MiB,
+		       rss0 / MiB);
+}
+
+static void test_decay_zero(void)
+{
+	page_purge_delay_ms = 0;
+	size_t rss0 = settle();
+	struct burst b;
+	burst_alloc(&b, BURST / 4, 5);
+	burst_free(&b, 6);
+	show("decay_ms 0, after the frees", rss0);
+	struct uslab_process_info p = pinfo();
+	CHECKF(p.dirty_bytes <= DIRTY_LOW, "decay_ms 0 left %llu dirty bytes", (unsigned long long)p.dirty_bytes);
+	page_purge_delay_ms = DECAY_MS;
+}
+
+/* A thread asleep with no deadline is woken by new dirty memory, and its
+ * pass then gives it back on time. */
+static void test_dirty_wakes_thread(void)
+{
+	page_purge_delay_ms = DECAY_MS;
+	settle();
+	CHECK(uslab_background_thread(1) == 0);
+	/* wait until it sleeps with no deadline (nothing pending) */
+	double t0 = check_now();
+	while (!atomic_load(&mem_bg_sleeping) && check_now() - t0 < 3.0)
+		sleep_ms(10);
+	CHECKF(atomic_load(&mem_bg_sleeping), "the thread never slept with no deadline");
+	struct bg_stats s0, s1;
+	bg_get_stats(&s0);
+	/* 4 MiB of page blocks freed: dirty, below decay_dirty_max */
+	enum { N = 16 };
+	void *big[N];
+	for (int i = 0; i < N; i++) {
+		big[i] = uslab_malloc(256 * 1024);
+		CHECK(big[i] != NULL);
+		memset(big[i], 2, 256 * 1024);
+	}
+	for (int i = 0; i < N; i++)
+		uslab_free(big[i]);
+	struct uslab_process_info p = pinfo();
+	printf("    dirty after freeing 4 MiB of blocks: %.2f MiB\n", (double)p.dirty_bytes / MiB);
+	t0 = check_now();
+	double done = -1;
+	while (check_now() - t0 < 3.0) {
+		if (pinfo().dirty_bytes <= DIRTY_LOW) {
+			done = check_now() - t0;
+			break;
+		}
+		sleep_ms(10);
+	}
+	bg_get_stats(&s1);
+	printf("    given back %.2f s later (%llu passes)\n", done, (unsigned long long)(s1.passes - s0.passes));
+	CHECKF(done >= 0 && done <= 5.0 * DECAY_MS / 1000, "dirty memory not given back in %.1f s", done);
+	CHECK(s1.passes > s0.passes);
+	CHECK(uslab_background_thread(0) == 0);
+}
+
+int main(void)
+{
+	check_init("test_decay");
+	RUN(test_decay_background_thread);
+	RUN(test_decay_without_thread);
+	RUN(test_decay_zero);
+	RUN(test_dirty_wakes_thread);
+	return 0;
+}
