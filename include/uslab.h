@@ -482,8 +482,9 @@ USLAB_API void *uslab_reallocarray(void *p, size_t n, size_t size);
 /* posix_memalign(3): 0, EINVAL (align not a power of two multiple of
  * sizeof(void *)) or ENOMEM; *out is set only on success. */
 USLAB_API int uslab_posix_memalign(void **out, size_t align, size_t size);
-/* aligned_alloc(3): NULL+EINVAL unless align is a power of two (at most
- * PTRDIFF_MAX); size need not be a multiple of align. */
+/* aligned_alloc(3): NULL+EINVAL unless align is a power of two; NULL+ENOMEM
+ * when it cannot be met (an alignment too large to allocate); size need
+ * not be a multiple of align. */
 USLAB_API void *uslab_aligned_alloc(size_t align, size_t size);
 /* memalign(3): align above SIZE_MAX/2+1 is EINVAL; a non-power of two is
  * rounded up. */
@@ -497,9 +498,11 @@ USLAB_API size_t uslab_malloc_usable_size(void *p);
  * alignment are not checked in this build. */
 USLAB_API void uslab_free_sized(void *p, size_t size);
 USLAB_API void uslab_free_aligned_sized(void *p, size_t align, size_t size);
-/* malloc_trim(3): flush this thread's sheaves (or CPU slabs) and the
- * barns of every kmalloc cache, free every empty slab, give every free page
- * and every cached huge mapping back to the OS. pad is ignored. Returns 1 if memory was given back, else 0. */
+/* malloc_trim(3), for every cache (object caches too): flush this thread's
+ * sheaves (or CPU slabs), the barns and other threads' spare sheaves (and
+ * ask those threads to flush the rest at their next slow path), free every
+ * empty slab, give every free page and every cached huge mapping back to
+ * the OS. pad is ignored. Returns 1 if memory was given back, else 0. */
 USLAB_API int uslab_malloc_trim(size_t pad);
 /* malloc_stats(3): glibc's lines ("Arena 0:", "system bytes", "in use
  * bytes", "Total (incl. mmap):", "max mmap regions/bytes") to fd. */
