@@ -5,6 +5,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
 use std::thread;
 
 use uslab::UslabAlloc;
@@ -12,8 +13,18 @@ use uslab::UslabAlloc;
 #[global_allocator]
 static GLOBAL: UslabAlloc = UslabAlloc;
 
+/// The test harness runs tests on parallel threads; the byte counts
+/// std_collections_run_on_uslab compares are process-wide, so the tests
+/// of this file take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn std_collections_run_on_uslab() {
+    let _turn = serial();
     let before = uslab::malloc_info().unwrap().in_use_bytes;
     let mut map: HashMap<u64, String> = HashMap::new();
     for i in 0..50_000u64 {
@@ -35,6 +46,7 @@ fn std_collections_run_on_uslab() {
 
 #[test]
 fn every_alignment_is_honoured() {
+    let _turn = serial();
     let sizes = [1usize, 7, 8, 15, 16, 24, 40, 100, 128, 129, 1000, 4096, 5000, 40_000, 300_000, 3 << 20];
     for shift in 0..=21 {
         let align = 1usize << shift;
@@ -59,6 +71,7 @@ fn every_alignment_is_honoured() {
 
 #[test]
 fn realloc_keeps_contents_and_alignment() {
+    let _turn = serial();
     for &align in &[1usize, 8, 16, 32, 64, 4096] {
         let mut size = 3usize;
         let layout = Layout::from_size_align(size, align).unwrap();
@@ -98,6 +111,7 @@ fn realloc_keeps_contents_and_alignment() {
 
 #[test]
 fn threads_allocate_and_free_across() {
+    let _turn = serial();
     let handles: Vec<_> = (0..4)
         .map(|t| {
             thread::spawn(move || {
