@@ -30,7 +30,8 @@ LIB=${1:?usage: run.sh path/to/libuslab-malloc.so [parts...]}
 shift
 LIB=$(readlink -f "$LIB")
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(interpose sqlite git python kfence)
+# USLAB_PRELOAD_PARTS (space-separated) narrows the default list
+[ ${#parts[@]} -gt 0 ] || read -r -a parts <<<"${USLAB_PRELOAD_PARTS:-interpose sqlite git python kfence}"
 PY=/usr/bin/python3   # Debian's: its test package is libpython3.X-testsuite
 WORK=$(mktemp -d /tmp/uslab-preload.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
