@@ -23,13 +23,18 @@
 _Atomic uint64_t page_seg_map[SEG_MAP_BITS / 64];
 struct slab page_foreign;
 unsigned page_purge_delay_ms = 1000;
-/* Free pages kept dirty at most, whatever their age, in MiB: a burst of
- * frees gives the rest back while it runs (USLAB_OPTIONS=decay_dirty_max). */
+/* Free pages kept dirty at most, whatever their age, in MiB (or half the
+ * pages in use, if more: dirty_max_pages): a burst of frees gives the rest
+ * back while it runs (USLAB_OPTIONS=decay_dirty_max). */
 unsigned page_dirty_max_mb = 8;
 
 static struct {
 	pthread_mutex_t lock;                      /* see the top of the file */
-	struct slab *free[PAGE_MAX_ORDER + 1];     /* free blocks by order, doubly linked */
+	/* free blocks by order, doubly linked: dirty ones first (newest at the
+	 * head), then clean ones. So allocation reuses dirty pages first (no
+	 * fault), and a purge looks at dirty blocks only. */
+	struct slab *free[PAGE_MAX_ORDER + 1];
+	struct slab *free_tail[PAGE_MAX_ORDER + 1];
 	uint64_t nfree[PAGE_MAX_ORDER + 1];
 	struct segment *segs;                      /* all segments */
 	uint64_t nsegs;
@@ -66,11 +71,20 @@ static void free_list_add(struct slab *d, unsigned order)
 	}
 	page_set_kind(d, PK_FREE);
 	d->order = (uint8_t)order;
-	d->prev = NULL;
-	d->next = P.free[order];
-	if (d->next)
-		d->next->prev = d;
-	P.free[order] = d;
+	if (d->dirty || !P.free[order]) {   /* at the head */
+		d->prev = NULL;
+		d->next = P.free[order];
+		if (d->next)
+			d->next->prev = d;
+		else
+			P.free_tail[order] = d;
+		P.free[order] = d;
+	} else {                            /* clean: at the tail */
+		d->next = NULL;
+		d->prev = P.free_tail[order];
+		d->prev->next = d;
+		P.free_tail[order] = d;
+	}
 	P.nfree[order]++;
 }
 
@@ -82,6 +96,8 @@ static void free_list_del(struct slab *d)
 		P.free[d->order] = d->next;
 	if (d->next)
 		d->next->prev = d->prev;
+	else
+		P.free_tail[d->order] = d->prev;
 	P.nfree[d->order]--;
 	d->next = d->prev = NULL;
 	if (d->dirty) {
@@ -217,9 +233,16 @@ struct slab *page_alloc(unsigned order)
 
 static void page_purge(bool all);
 
+/* The dirty bound (page lock held): decay_dirty_max, or half the pages in
+ * use if that is more. Proportional, so that a program that frees and
+ * reuses large blocks at a steady rate (a realloc-heavy one, a big live
+ * set turning over) is not made to give back and fault in again the pages
+ * it is about to reuse; a burst of frees still gives back nearly
+ * everything as it runs, since what is in use falls with it. */
 static inline uint64_t dirty_max_pages(void)
 {
-	return (uint64_t)__atomic_load_n(&page_dirty_max_mb, __ATOMIC_RELAXED) << (20 - PAGE_SHIFT);
+	uint64_t fixed = (uint64_t)__atomic_load_n(&page_dirty_max_mb, __ATOMIC_RELAXED) << (20 - PAGE_SHIFT);
+	return MAX(fixed, P.used_pages / 2);
 }
 
 void page_free(struct slab *d)
@@ -256,16 +279,46 @@ uint64_t page_decay(void)
 /*
  * Give back free memory: with `all`, every dirty block and every empty
  * segment; otherwise those that have been free for page_purge_delay_ms,
- * and younger ones too while more than page_dirty_max bytes are dirty.
+ * and younger ones too when more than page_dirty_max bytes are dirty (down
+ * to half of it).
  * Blocks are taken off the free lists (marked PK_PURGING) under the lock,
  * given back without it, and reinserted clean.
  */
+/* Age buckets of free blocks (ms since freed): 0, 1, 2-3, 4-7, ... */
+#define AGE_BUCKETS 24
+static inline unsigned age_bucket(uint64_t age_ms)
+{
+	unsigned b = age_ms ? 64 - (unsigned)__builtin_clzll(age_ms) : 0;
+	return MIN(b, AGE_BUCKETS - 1);
+}
+
+/* The youngest age bucket such that the dirty blocks of it and older
+ * buckets hold at least `bytes` (page lock held): one walk of the dirty
+ * blocks, a histogram. */
+static unsigned age_cut(uint64_t now, uint64_t bytes)
+{
+	uint64_t hist[AGE_BUCKETS] = { 0 };
+	for (unsigned o = 0; o <= PAGE_MAX_ORDER; o++)
+		for (struct slab *d = P.free[o]; d && d->dirty; d = d->next)
+			hist[age_bucket(now - MIN(now, d->free_time))] += PAGE_SIZE << o;
+	uint64_t sum = 0;
+	for (unsigned b = AGE_BUCKETS; b-- > 0;) {
+		sum += hist[b];
+		if (sum >= bytes)
+			return b;
+	}
+	return 0;
+}
+
 static void page_purge(bool all)
 {
 	enum { BATCH = 64 };
 	struct slab *batch[BATCH];
 	struct segment *dead = NULL;
 	uint64_t now = os_now_ms();
+	uint64_t floor = UINT64_MAX;   /* dirty pages to keep: set by the first round */
+	bool by_age = false;           /* old blocks are due too (not only the bound) */
+	unsigned oldest = 0;           /* for the bound: blocks of this age bucket and older */
 	bool more;
 	do {
 		unsigned nb = 0;
@@ -298,18 +351,36 @@ static void page_purge(bool all)
 			}
 		}
 		uint64_t earliest = 0;
-		uint64_t over = P.dirty_pages > dirty_max_pages() ? (P.dirty_pages - dirty_max_pages()) << PAGE_SHIFT : 0;
+		/* Above the bound, purge down to half of it, so that a steady
+		 * stream of frees purges once per half a bound's worth of pages,
+		 * not at every free. The oldest blocks go first: allocation
+		 * reuses the newest (the list heads), so the oldest are the ones
+		 * least likely to be wanted again soon. */
+		if (floor == UINT64_MAX) {
+			uint64_t max = dirty_max_pages();
+			floor = P.dirty_pages > max ? max / 2 : max;
+			by_age = all || (P.next_purge && now >= P.next_purge);
+			if (P.dirty_pages > floor)
+				oldest = age_cut(now, (P.dirty_pages - floor) << PAGE_SHIFT);
+		}
+		uint64_t over = P.dirty_pages > floor ? (P.dirty_pages - floor) << PAGE_SHIFT : 0;
+		if (!over && !by_age && !all && !dead) {
+			pthread_mutex_unlock(&P.lock);
+			break;
+		}
 		for (unsigned o = PAGE_MAX_ORDER + 1; o-- > 0 && nb < BATCH;) {   /* big blocks first */
-			for (struct slab *d = P.free[o], *nx; d && nb < BATCH; d = nx) {
+			/* the dirty blocks lead each list: stop at the first clean one */
+			for (struct slab *d = P.free[o], *nx; d && d->dirty && nb < BATCH; d = nx) {
 				nx = d->next;
-				if (!d->dirty)
-					continue;
-				if (over) {   /* above the dirty bound: any age */
+				uint64_t age = now - MIN(now, d->free_time);
+				if (over && age_bucket(age) >= oldest) {   /* above the bound: the oldest */
 					over = over > (PAGE_SIZE << o) ? over - (PAGE_SIZE << o) : 0;
-				} else if (!all && now - d->free_time < page_purge_delay_ms) {
-					uint64_t due = d->free_time + page_purge_delay_ms;
-					if (!earliest || due < earliest)
-						earliest = due;
+				} else if (!all && !(by_age && age >= page_purge_delay_ms)) {
+					if (by_age) {
+						uint64_t due = d->free_time + page_purge_delay_ms;
+						if (!earliest || due < earliest)
+							earliest = due;
+					}
 					continue;
 				}
 				free_list_del(d);
@@ -318,7 +389,13 @@ static void page_purge(bool all)
 			}
 		}
 		more = nb == BATCH;
-		P.next_purge = more ? now : earliest;
+		/* The next purge by age: when the oldest young block is due, but
+		 * not sooner than an eighth of the delay from now (blocks age
+		 * continuously under a steady stream of frees; a walk per due
+		 * block would be a walk per free). So blocks go back within
+		 * 1.125 x the delay. */
+		if (by_age && !more)   /* a purge for the bound only leaves the deadline as it was */
+			P.next_purge = earliest ? MAX(earliest, now + MAX(page_purge_delay_ms / 8, 1U)) : 0;
 		pthread_mutex_unlock(&P.lock);
 
 		for (unsigned i = 0; i < nb; i++)
