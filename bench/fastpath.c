@@ -299,8 +299,9 @@ int main(int argc, char **argv)
 	info.version = USLAB_CACHE_INFO_VERSION;
 	int have_info = uslab_cache_get_info(cache, &info) == 0;
 	uint64_t *ev = info.events;
-	uint64_t af = ev[USLAB_STAT_ALLOC_FASTPATH], as = ev[USLAB_STAT_ALLOC_SLOWPATH];
-	uint64_t ff = ev[USLAB_STAT_FREE_FASTPATH], fs = ev[USLAB_STAT_FREE_SLOWPATH];
+	/* "fast": no lock and no atomic: a sheaf, or classic mode's CPU free list */
+	uint64_t af = ev[USLAB_STAT_ALLOC_FASTPATH] + ev[USLAB_STAT_ALLOC_PCS], as = ev[USLAB_STAT_ALLOC_SLOWPATH];
+	uint64_t ff = ev[USLAB_STAT_FREE_FASTPATH] + ev[USLAB_STAT_FREE_PCS], fs = ev[USLAB_STAT_FREE_SLOWPATH];
 	double afast = af + as ? 100.0 * (double)af / (double)(af + as) : 0;
 	double ffast = ff + fs ? 100.0 * (double)ff / (double)(ff + fs) : 0;
 

@@ -5,7 +5,7 @@
 # run, the median of --reps runs, runs interleaved (each repetition runs
 # every workload under every allocator, in an order that rotates).
 #
-#   bench/peers.sh [--quick] [--reps N] [--peers "glibc jemalloc tcmalloc mimalloc uslab"]
+#   bench/peers.sh [--quick] [--reps N] [--peers "glibc jemalloc tcmalloc mimalloc uslab uslab+OPTS"]
 #                  [--workloads "uhackbench larson ..."] [--no-install] [--no-chart] [--no-save]
 #                  [--raw FILE]
 #
@@ -104,8 +104,15 @@ LIB[jemalloc]=$LIBDIR/libjemalloc.so.2;           PKG[jemalloc]=libjemalloc2
 LIB[tcmalloc]=$LIBDIR/libtcmalloc_minimal.so.4;   PKG[tcmalloc]=libtcmalloc-minimal4
 LIB[mimalloc]=$LIBDIR/libmimalloc.so.2;           PKG[mimalloc]=libmimalloc2.0
 LIB[uslab]=$BUILD/libuslab-malloc.so
+# uslab+OPTS: uslab with OPTS added to USLAB_OPTIONS (commas become spaces),
+# e.g. uslab+kfence, uslab+decay_ms=3600000,decay_dirty_max=1048576: an A/B
+# of an option in one interleaved run
+declare -A OPTS
 want=()
 for p in $peers; do
+	case $p in
+	uslab+?*) LIB[$p]=${LIB[uslab]}; OPTS[$p]=$(tr ',' ' ' <<<"${p#uslab+}") ;;
+	esac
 	if [ -z "${LIB[$p]+x}" ]; then
 		echo "peers.sh: unknown allocator '$p'" >&2
 		exit 2
@@ -160,7 +167,9 @@ for ((r = 0; r < reps; r++)); do
 		for ((k = 0; k < np; k++)); do
 			p=${pl[$(((k + r) % np))]}
 			# memtime writes "seconds maxrss_kib status" on fd 3
-			res=$("$MB/memtime" --preload "${LIB[$p]}" -- $cmd 3>&1 >/dev/null 2>"$RAW.err") || true
+			envs=()
+			[ -z "${OPTS[$p]:-}" ] || envs=(env "USLAB_OPTIONS=${USLAB_OPTIONS:+$USLAB_OPTIONS }${OPTS[$p]}")
+			res=$("${envs[@]}" "$MB/memtime" --preload "${LIB[$p]}" -- $cmd 3>&1 >/dev/null 2>"$RAW.err") || true
 			read -r sec kib code <<<"$res"
 			if [ "${code:-1}" != 0 ]; then
 				echo "  $w under $p failed (status ${code:-?}):"
@@ -225,7 +234,7 @@ if [ $save = 1 ]; then
 		echo "# bench/peers.sh $(date -u +%Y-%m-%dT%H:%MZ)"
 		echo
 		echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(uname -r)."
-		echo "Command: bench/peers.sh $([ $quick = 1 ] && echo --quick) --reps $reps; medians; ratios to $base."
+		echo "Command: bench/peers.sh $([ $quick = 1 ] && echo --quick) --reps $reps --peers \"$peers\"; USLAB_OPTIONS=\"${USLAB_OPTIONS:-}\"; medians; ratios to $base."
 		echo
 		echo "$TABLE"
 		echo
