@@ -5,8 +5,9 @@
  *   USLAB_OPTIONS="slab_nomerge slub_max_order=1 skbuff:cpu_partial=256"
  *
  * Tokens are separated by white space. Each process option is declared once
- * in OPTIONS below (name, kind, field, range) and the parser, the defaults
- * and the help text come from it. "NAME:key=value" tunes the cache called
+ * in OPTIONS below (name, kind, field, range) and the parser and the
+ * defaults come from it (man/uslab-options.7 documents them; keep it in
+ * step). "NAME:key=value" tunes the cache called
  * NAME when it is created (keys as uslab_cache_tune_set()). An unknown or
  * malformed token gets one warning line naming it and is ignored. Nothing
  * here allocates: the per-cache table is static.
