@@ -3,8 +3,11 @@
 #
 #   tests/packaging/run.sh [build-dir]        (default: build-pkg beside CMakeLists.txt)
 #
-#  1. configure, build and install uslab into <build-dir>/prefix
-#     (-DBUILD_TESTING=OFF, no benchmarks);
+#  1. configure (prefix <build-dir>/prefix-configured), build, and install
+#     uslab into <build-dir>/prefix with cmake --install --prefix, as the
+#     README does (-DBUILD_TESTING=OFF, no benchmarks): the steps below
+#     check that tree, so nothing in it may depend on the configure-time
+#     prefix;
 #  2. the installed tree: files, SONAMEs and symlinks, one version everywhere
 #     (header, pkg-config, CMake package, crates);
 #  3. exports: nm -D of libuslab.so shows uslab_* only, and every function of
@@ -13,10 +16,14 @@
 #  4. man pages: each page through man --warnings (no output allowed), link
 #     pages resolve, every function of uslab.h has a page;
 #  5. uslab-run: preloads the library, --stats, --debug, exit status;
-#  6. the installed examples, built from the prefix with pkg-config (make;
-#     also a -static link) and with find_package (shared and static
-#     targets); each runs; ldd shows libuslab.so.0 / libuslab-malloc.so.0
-#     from the prefix; find_package's version checks;
+#  6. the installed examples, built from the prefix with pkg-config (make
+#     PKG_CONFIG_PATH=...; also a -static link) and with find_package
+#     (shared and static targets); each runs; ldd shows libuslab.so.0 /
+#     libuslab-malloc.so.0 from the prefix; find_package's version checks;
+#     pkg-config from every way of installing: the configure-time prefix
+#     (plain cmake --install), cmake --install --prefix, DESTDIR staging;
+#     programs built through each tree's uslab.pc and uslab-malloc.pc run
+#     on that tree's libraries, and no installed file names another tree;
 #  7. a project that embeds uslab with add_subdirectory, and one with
 #     FetchContent from a local source tarball: they build and run the
 #     examples, and embedded uslab builds no tests, benchmarks or tools and
@@ -24,6 +31,9 @@
 #  8. the Rust crates (bindings/rust): cargo test, cargo clippy -D warnings
 #     (skipped, with a message, where clippy is not installed), cargo
 #     package (bindings/rust/package.sh).
+#
+# A step that cannot run prints a "SKIPPED: why" line (scripts/test.sh
+# lists them at its end).
 #
 # Needs cmake, a C and C++ compiler, make, pkg-config, man-db, binutils, and
 # cargo (rustup's in ~/.cargo/bin is used when cargo is not on PATH);
@@ -35,6 +45,7 @@ BUILD=${1:-$ROOT/build-pkg}
 mkdir -p "$BUILD"
 BUILD=$(cd "$BUILD" && pwd)
 PREFIX=$BUILD/prefix
+CONF_PREFIX=$BUILD/prefix-configured   # CMAKE_INSTALL_PREFIX, installed into by step 6 only
 JOBS=${JOBS:-2}
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
@@ -62,16 +73,16 @@ quiet() {
 }
 
 # ---- 1. build and install ---------------------------------------------------
-step "build and install into $PREFIX"
+step "build and install into $PREFIX (cmake --install --prefix)"
 quiet cmake -S "$ROOT" -B "$BUILD/lib" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	-DBUILD_TESTING=OFF -DUSLAB_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$PREFIX"
+	-DBUILD_TESTING=OFF -DUSLAB_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$CONF_PREFIX"
 quiet cmake --build "$BUILD/lib" -j "$JOBS"
 rm -rf "$PREFIX"
-quiet cmake --install "$BUILD/lib"
+quiet cmake --install "$BUILD/lib" --prefix "$PREFIX"
 
 # ---- 2. the installed tree ----------------------------------------------------
 step "installed files, SONAMEs, versions"
-so=$(find "$PREFIX" -name libuslab.so.0 | head -n 1)
+so=$(find "$PREFIX" -name libuslab.so.0 -print -quit)
 [ -n "$so" ] || fail "no libuslab.so.0 installed"
 LIBDIR=$(dirname "$so")
 MANDIR=$PREFIX/share/man
@@ -101,15 +112,28 @@ for pc in uslab uslab-malloc; do
 	v=$(pkg-config --modversion "$pc") || fail "pkg-config cannot read $pc.pc"
 	[ "$v" = "$VERSION" ] || fail "pkg-config --modversion $pc: $v, uslab.h says $VERSION"
 done
-pc() { pkg-config "$@" | sed 's/ *$//'; }   # pkg-config ends its lines with a blank
+# pc ARGS: pkg-config's output with the -I and -L directories resolved
+# (the .pc files find the prefix from their own place: ${pcfiledir}/../..)
+pc() {
+	local w out=""
+	for w in $(pkg-config "$@"); do
+		case $w in
+		-I* | -L*) w=${w:0:2}$(realpath -m "${w:2}") ;;
+		esac
+		out="$out${out:+ }$w"
+	done
+	echo "$out"
+}
 [ "$(pc --libs uslab)" = "-L$LIBDIR -luslab" ] || fail "pkg-config --libs uslab: $(pc --libs uslab)"
 [ "$(pc --libs uslab-malloc)" = "-L$LIBDIR -luslab-malloc" ] || fail "pkg-config --libs uslab-malloc: $(pc --libs uslab-malloc)"
 [ "$(pc --cflags uslab)" = "-I$PREFIX/include" ] || fail "pkg-config --cflags uslab: $(pc --cflags uslab)"
+[ "$(realpath -m "$(pkg-config --variable=libdir uslab)")" = "$LIBDIR" ] \
+	|| fail "pkg-config --variable=libdir uslab: $(pkg-config --variable=libdir uslab)"
 pkg-config --static --libs uslab | has -- -pthread || fail "pkg-config --static --libs uslab lacks -pthread"
 grep -q "PACKAGE_VERSION \"$VERSION\"" "$LIBDIR/cmake/uslab/uslabConfigVersion.cmake" \
 	|| fail "uslabConfigVersion.cmake is not $VERSION"
 for toml in "$ROOT"/bindings/rust/uslab-sys/Cargo.toml "$ROOT"/bindings/rust/uslab/Cargo.toml; do
-	v=$(sed -n 's/^version = "\(.*\)"/\1/p' "$toml" | head -n 1)
+	v=$(sed -n '/^version = "/ { s/^version = "\(.*\)"/\1/p; q }' "$toml")
 	[ "$v" = "$VERSION" ] || fail "${toml#$ROOT/} has version $v, uslab.h $VERSION"
 done
 echo "uslab $VERSION in $PREFIX (libraries in ${LIBDIR#$PREFIX/}); pkg-config --libs uslab: $(pc --libs uslab)"
@@ -199,7 +223,9 @@ run_examples() {   # dir
 }
 rm -rf "$BUILD/ex-make"
 cp -r "$PREFIX/share/doc/uslab/examples" "$BUILD/ex-make"
-quiet make -C "$BUILD/ex-make" LDFLAGS="-Wl,-rpath,$LIBDIR" all
+# as its usage line says: PKG_CONFIG_PATH on make's command line only
+quiet env -u PKG_CONFIG_PATH make -C "$BUILD/ex-make" PKG_CONFIG_PATH="$LIBDIR/pkgconfig" \
+	LDFLAGS="-Wl,-rpath,$LIBDIR" all
 run_examples "$BUILD/ex-make"
 ldd_has "$BUILD/ex-make/conn_pool" libuslab.so.0
 ldd_has "$BUILD/ex-make/self_stats" libuslab.so.0
@@ -228,6 +254,49 @@ vc "$MAJOR.$MINOR" || fail "find_package(uslab $MAJOR.$MINOR) failed"
 vc "$MAJOR.$((MINOR + 1))" && fail "find_package(uslab $MAJOR.$((MINOR + 1))) accepted $VERSION"
 vc "$((MAJOR + 1)).0" && fail "find_package(uslab $((MAJOR + 1)).0) accepted $VERSION"
 echo "both built and ran; find_package accepts $MAJOR.$MINOR, refuses $MAJOR.$((MINOR + 1)) and $((MAJOR + 1)).0"
+
+step "pkg-config from each way of installing: configure-time prefix, --prefix, DESTDIR"
+# pc_tree LABEL TREE: TREE is an installed prefix (as it is on disk); a C
+# program through uslab.pc and a C++ one through uslab-malloc.pc build with
+# the README's command line (and the rpath it gives for a prefix of one's
+# own), run, and load that tree's libraries; no installed text file names
+# a path of this build directory (so none depends on where it was
+# installed), but uslab-run, whose fallback after its own directory is the
+# configure-time prefix, by design.
+pc_tree() {
+	local label=$1 tree=$2 dir=$BUILD/pc-$1 lib libdir pkgdir flags rpath leaked p loaded
+	lib=$(find "$tree" -name libuslab.so.0 -print -quit)
+	[ -n "$lib" ] || fail "$label: no libuslab.so.0 in $tree"
+	libdir=$(dirname "$lib")
+	pkgdir=$libdir/pkgconfig
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	[ "$(PKG_CONFIG_PATH=$pkgdir pc --cflags uslab)" = "-I$tree/include" ] \
+		|| fail "$label: pkg-config --cflags uslab: $(PKG_CONFIG_PATH=$pkgdir pc --cflags uslab), not -I$tree/include"
+	flags=$(PKG_CONFIG_PATH=$pkgdir pkg-config --cflags --libs uslab)
+	rpath=$(PKG_CONFIG_PATH=$pkgdir pkg-config --variable=libdir uslab)
+	# shellcheck disable=SC2086
+	quiet cc -O2 -o "$dir/self_stats" "$tree/share/doc/uslab/examples/self_stats.c" $flags -Wl,-rpath,"$rpath"
+	flags=$(PKG_CONFIG_PATH=$pkgdir pkg-config --cflags --libs uslab-malloc)
+	# shellcheck disable=SC2086
+	quiet c++ -std=c++17 -O2 -o "$dir/new_delete" "$tree/share/doc/uslab/examples/new_delete.cc" $flags -Wl,-rpath,"$rpath"
+	"$dir/self_stats" >/dev/null || fail "$label: self_stats (pkg-config uslab) failed"
+	"$dir/new_delete" >/dev/null || fail "$label: new_delete (pkg-config uslab-malloc) failed"
+	for p in self_stats:libuslab.so.0 new_delete:libuslab-malloc.so.0; do
+		loaded=$(ldd "$dir/${p%%:*}" | awk -v l="${p#*:}" '$1 == l { print $3 }')
+		[ -n "$loaded" ] && [ "$(realpath "$loaded")" = "$(realpath "$libdir/${p#*:}")" ] \
+			|| fail "$label: ${p%%:*} loads '${loaded}', not ${p#*:} from $libdir"
+	done
+	leaked=$(grep -rlI -e "$BUILD/" "$tree" | grep -v '/bin/uslab-run$' || true)
+	[ -z "$leaked" ] || fail "$label: installed files name an absolute path under $BUILD: $leaked"
+	echo "$label: $(PKG_CONFIG_PATH=$pkgdir pc --cflags --libs uslab); both programs run on $libdir"
+}
+rm -rf "$CONF_PREFIX" "$BUILD/destdir"
+quiet cmake --install "$BUILD/lib"
+DESTDIR=$BUILD/destdir quiet cmake --install "$BUILD/lib" --prefix /usr/local
+pc_tree configured "$CONF_PREFIX"
+pc_tree prefix "$PREFIX"
+pc_tree destdir "$BUILD/destdir/usr/local"
 
 # ---- 7. embedded: add_subdirectory and FetchContent ------------------------------
 consumer() {   # name cmake-args...
@@ -264,7 +333,8 @@ consumer fetch -DUSLAB_CONSUME=fetch -DUSLAB_URL="$tarball"
 
 # ---- 8. the Rust crates -------------------------------------------------------------
 if [ "${USLAB_PKG_SKIP_RUST:-0}" = 1 ]; then
-	step "Rust crates: skipped (USLAB_PKG_SKIP_RUST=1)"
+	step "Rust crates"
+	echo "SKIPPED: the Rust crates (USLAB_PKG_SKIP_RUST=1)"
 else
 	step "Rust crates (bindings/rust): cargo test"
 	if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then
