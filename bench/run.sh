@@ -3,7 +3,7 @@
 # (jemalloc, tcmalloc, mimalloc, each through LD_PRELOAD).
 #
 #   bench/run.sh [--quick] [--fp-reps N] [--hb-reps N] [--groups "1 5 10"] [--pipe-groups "10"]
-#                [--loops N] [--peers "jemalloc tcmalloc mimalloc"] [--no-save]
+#                [--loops N] [--peers "jemalloc tcmalloc mimalloc"] [--no-save] [--results DIR]
 #
 # 1. Configures and builds build-bench/ (Release, -O2, shared libuslab) with
 #    cmake and ninja (make if ninja is missing), if needed.
@@ -17,13 +17,18 @@
 #    each repetition the allocators run one after the other, in an order that
 #    rotates from one repetition to the next.
 # 4. Prints one table of medians and writes it, with the machine's
-#    description and the spread of every cell, to
-#    bench/results/<date>-<hostname>.md.
+#    description, the spread of every cell and uslab's cache statistics, to
+#    bench/results/<date>-<hostname>.md (--results DIR, or the environment
+#    variable USLAB_BENCH_RESULTS=DIR, writes into DIR instead).
 #
 # Defaults take about 3-4 minutes on a 2-vCPU machine; --quick under 1.
 # --quick: fastpath --quick, 3 hackbench repetitions of 250 loops.
-# The build directory can be changed with USLAB_BENCH_BUILD=dir. A result
-# file that exists already is not overwritten (-2, -3 ... are appended).
+# The build directory can be changed with USLAB_BENCH_BUILD=dir, the build's
+# parallelism with JOBS=N (default: the build tool's). A result file that
+# exists already is not overwritten (-2, -3 ... are appended). Exit status 0
+# once everything was measured and the file written; no pipe here may end
+# early (under pipefail a writer killed by SIGPIPE fails the script):
+# scripts/test-bench.sh runs this script in CTest to catch that.
 # Needs bash, cmake, a C compiler, coreutils and awk; the peers are optional
 # (Debian packages libjemalloc2, libtcmalloc-minimal4, libmimalloc2.0).
 set -euo pipefail
@@ -31,6 +36,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=${USLAB_BENCH_BUILD:-$ROOT/build-bench}
+RESULTS=${USLAB_BENCH_RESULTS:-$HERE/results}
 MULTIARCH=$(gcc -print-multiarch 2>/dev/null || true)
 LIBDIR=/usr/lib/${MULTIARCH:-x86_64-linux-gnu}
 
@@ -61,6 +67,7 @@ while [ $# -gt 0 ]; do
 	--loops) need_arg "$@"; loops=$2; shift ;;
 	--peers) need_arg "$@"; peers_wanted=$2; shift ;;
 	--no-save) save=0 ;;
+	--results) need_arg "$@"; RESULTS=$2; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -73,7 +80,7 @@ if [ "$quick" = 1 ]; then
 	[ "$hb_reps_set" = 1 ] || hb_reps=3
 	: "${loops:=250}"
 fi
-for v in "$fp_reps" "$hb_reps" ${loops:+"$loops"} $groups; do
+for v in "$fp_reps" "$hb_reps" ${loops:+"$loops"} $groups $pipe_groups; do
 	case $v in ''|*[!0-9]*|0) echo "run.sh: '$v' is not a positive integer" >&2; exit 2 ;; esac
 done
 # uhackbench's own default LOOPS applies when --loops is not given.
@@ -137,7 +144,7 @@ build() {
 		cmake "${cfg[@]}" >"$logf" 2>&1 || { cat "$logf" >&2; exit 1; }
 	fi
 	log "== building fastpath and uhackbench"
-	cmake --build "$BUILD" --target fastpath uhackbench >>"$logf" 2>&1 || { cat "$logf" >&2; exit 1; }
+	cmake --build "$BUILD" ${JOBS:+-j "$JOBS"} --target fastpath uhackbench >>"$logf" 2>&1 || { cat "$logf" >&2; exit 1; }
 }
 build
 FP=$BUILD/bench/fastpath
@@ -178,7 +185,7 @@ run_fastpath() {
 	if ! out=$(with_malloc "$m" "$FP" "${fp_args[@]}" 2>&1); then
 		log "run.sh: fastpath under $m failed:"; log "$out"; exit 1
 	fi
-	line=$(grep '^RESULT ' <<<"$out" | tail -n 1)
+	line=$(awk '/^RESULT / { l = $0 } END { print l }' <<<"$out")
 	[ -n "$line" ] || { log "run.sh: no RESULT line from fastpath under $m:"; log "$out"; exit 1; }
 	local pu="" pm="" bu="" bm="" pr="" br="" provider=""
 	for kv in $line; do
@@ -212,8 +219,8 @@ run_hackbench() {
 	[ -n "$t" ] && [ -n "$rss" ] || { log "run.sh: unexpected uhackbench output:"; log "$out"; exit 1; }
 	sample "${key}_time" "$who" "$t"
 	sample "${key}_rss" "$who" "$rss"
-	if [ "$who" = uslab ]; then
-		grep '^uslab:' <<<"$out" | sed "s/^/groups=$g transport=$tr: /" >"$STATS.$key" || true
+	if [ "$who" = uslab ]; then   # the report reads $STATS.hb<g> and $STATS.hbpipe<g>
+		awk -v p="groups=$g transport=$tr: " '/^uslab:/ { print p $0 }' <<<"$out" >"$STATS.$key"
 	fi
 	printf ' %s %ss %sMiB' "$who" "$t" "$((rss / 1024))" >&2
 }
@@ -323,15 +330,19 @@ echo "runs: fastpath ${fp_args[*]:-(defaults)} x $fp_reps per malloc; uhackbench
 [ "$save" = 1 ] || exit 0
 
 # ---------------------------------------------------------------- save
+# Every pipe below has a last command that reads all its input (sed -n,
+# awk), never head: a writer killed by SIGPIPE fails the pipe under
+# pipefail (ldd --version | head -n 1 did, after the whole run), and the
+# commands that may be missing end in || true.
 host=$(hostname -s 2>/dev/null || hostname)
 day=$(date +%F)
-mkdir -p "$HERE/results"
-out=$HERE/results/$day-$host.md
+mkdir -p "$RESULTS"
+out=$RESULTS/$day-$host.md
 n=2
-while [ -e "$out" ]; do out=$HERE/results/$day-$host-$n.md; n=$((n + 1)); done
+while [ -e "$out" ]; do out=$RESULTS/$day-$host-$n.md; n=$((n + 1)); done
 
-cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
-[ -n "$cpu" ] || cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+cpu=$(lscpu 2>/dev/null | awk '/^Model name:/ && !n++ { sub(/^Model name:[[:space:]]*/, ""); print }' || true)
+[ -n "$cpu" ] || cpu=$(sed -n '/^model name/ { s/^model name[[:space:]]*:[[:space:]]*//p; q }' /proc/cpuinfo 2>/dev/null || true)
 rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
 if [ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ]; then rev="$rev (src/include modified)"; fi
 peer_versions=""
@@ -339,16 +350,18 @@ for p in $peers; do
 	v=$(dpkg-query -W -f='${Version}' "$(peer_pkg "$p")" 2>/dev/null || echo "?")
 	peer_versions="$peer_versions${peer_versions:+, }$p $v ($(basename "$(peer_lib "$p")"))"
 done
-glibc_v=$(ldd --version 2>/dev/null | head -n 1 | sed 's/.* //')
+glibc_v=$(getconf GNU_LIBC_VERSION 2>/dev/null || true)   # "glibc 2.36"
+glibc_v=${glibc_v#glibc }
+compiler=$(gcc --version 2>/dev/null | sed -n 1p || true)
 
 {
 	echo "# uslab benchmarks, $day, $host"
 	echo
 	echo "- CPU: ${cpu:-unknown}, $(nproc) CPUs online"
 	echo "- Kernel: $(uname -srm)"
-	echo "- Compiler: $(gcc --version 2>/dev/null | head -n 1)"
+	echo "- Compiler: ${compiler:-?}"
 	echo "- glibc: ${glibc_v:-?}; peers: ${peer_versions:-none}${skipped:+; skipped: $skipped}"
-	echo "- uslab: $rev; build-bench Release -O2, shared libuslab"
+	echo "- uslab: $rev; ${BUILD#"$ROOT"/} Release -O2, shared libuslab"
 	echo "- Load average at start: $load_at_start; total run ${elapsed}s"
 	echo "- Command: \`$cmdline\`; fastpath ${fp_args[*]:-(defaults)} x $fp_reps per malloc; uhackbench groups [$groups], loops ${hb_loops:-default}, 100-byte messages, x $hb_reps"
 	echo
@@ -368,13 +381,17 @@ glibc_v=$(ldd --version 2>/dev/null | head -n 1 | sed 's/.* //')
 	echo '```'
 	cat "$MEDIANS"
 	echo '```'
-	if ls "$STATS".* >/dev/null 2>&1; then
-		echo
-		echo "## uslab cache statistics (last cache-mode run per group count)"
-		echo
-		echo '```'
-		for g in $groups; do cat "$STATS.$g" 2>/dev/null || true; done
-		echo '```'
-	fi
+	echo
+	echo "## uslab cache statistics (last cache-mode run per group count and transport)"
+	echo
+	echo '```'
+	for key in $(for g in $groups; do echo "hb$g"; done; for g in $pipe_groups; do echo "hbpipe$g"; done); do
+		if [ -s "$STATS.$key" ]; then
+			cat "$STATS.$key"
+		else
+			echo "$key: no uslab: lines in uhackbench's output"
+		fi
+	done
+	echo '```'
 } >"$out"
 echo "written: ${out#"$ROOT"/}"
