@@ -21,21 +21,25 @@
 #
 #   tests/preload/run.sh LIBUSLAB_MALLOC_SO [python sqlite git interpose ...]
 #
-# A part whose program is missing is skipped with a message (.ci/run
-# installs python3 + libpython3.11-testsuite, sqlite3 and git). Any
-# "uslab:" line on stderr fails the part. Exit status 0 when every part
-# that ran matched.
+# A part whose program is missing is skipped with a "skip PART: why" line
+# (scripts/test.sh installs python3 + libpython3.11-testsuite, sqlite3 and
+# git first). USLAB_PRELOAD_PARTS (space-separated) narrows the parts: the
+# default list, or the parts given, less those not in it (each skipped with
+# its line). Any "uslab:" line on stderr fails the part. Exit status: 0 when
+# every part that ran matched and at least one ran, 1 when one did not
+# match, 77 when every part was skipped (CTest runs one part per test with
+# SKIP_RETURN_CODE 77, so that a skip shows in its summary).
 set -uo pipefail
 LIB=${1:?usage: run.sh path/to/libuslab-malloc.so [parts...]}
 shift
 LIB=$(readlink -f "$LIB")
 parts=("$@")
-# USLAB_PRELOAD_PARTS (space-separated) narrows the default list
-[ ${#parts[@]} -gt 0 ] || read -r -a parts <<<"${USLAB_PRELOAD_PARTS:-interpose sqlite git python kfence}"
+[ ${#parts[@]} -gt 0 ] || parts=(interpose sqlite git python kfence)
 PY=/usr/bin/python3   # Debian's: its test package is libpython3.X-testsuite
 WORK=$(mktemp -d /tmp/uslab-preload.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail=0
+ran=0       # parts that ran (skip returns before any run_both)
 
 say() { printf '%s\n' "$*"; }
 bad() { say "FAIL $*"; fail=1; }
@@ -67,6 +71,7 @@ run_both() {
 		fi
 	fi
 	local t1=$SECONDS
+	ran=$((ran + 1))
 	(cd "$WORK/$name.uslab.d" && LD_PRELOAD="$LIB" "$@") >"$WORK/$name.uslab.out" 2>"$WORK/$name.uslab.err"
 	rc_uslab=$?
 	say "  $name: glibc rc $rc_glibc ($((t1 - t0)) s), uslab rc $rc_uslab ($((SECONDS - t1)) s)"
@@ -329,9 +334,21 @@ part_kfence() {
 say "preload: $LIB"
 for p in "${parts[@]}"; do
 	case $p in
-	python | sqlite | git | interpose | kfence) "part_$p" ;;
+	python | sqlite | git | interpose | kfence)
+		if [ -n "${USLAB_PRELOAD_PARTS+set}" ] && [[ " $USLAB_PRELOAD_PARTS " != *" $p "* ]]; then
+			say "skip $p: not in USLAB_PRELOAD_PARTS ($USLAB_PRELOAD_PARTS)"
+		else
+			"part_$p"
+		fi ;;
 	*) say "unknown part '$p' (python sqlite git interpose kfence)"; exit 2 ;;
 	esac
 done
-[ $fail = 0 ] && say "preload: all parts match glibc" || say "preload: FAILED"
-exit $fail
+if [ $fail != 0 ]; then
+	say "preload: FAILED"
+	exit 1
+elif [ $ran = 0 ]; then
+	say "preload: every part skipped (${parts[*]})"
+	exit 77
+fi
+say "preload: all parts that ran match glibc"
+exit 0
