@@ -8,8 +8,16 @@
 #
 #   bash scripts/test.sh [normal|asan|tsan|debug|classic|fuzz|track|package ...]   (default: all eight)
 #
-#   classic: the normal build's CTest suite with USLAB_OPTIONS=slub_sheaf_capacity=0.
+# First, scripts/setup-deps.sh checks what the chosen variants need and, as
+# root with apt-get (a fresh Debian 12 machine, CI), installs what is
+# missing; otherwise it prints the apt-get install line and the run stops
+# before building anything.
+#
+#   classic: the normal build's CTest suite with USLAB_OPTIONS=slub_sheaf_capacity=0,
+#          without the preload test's kfence part (USLAB_PRELOAD_PARTS).
 # Tests labelled "slow" (test_fork_many) are left out: ctest -L slow runs them.
+# The bench_run test (label "bench": bench/run.sh --quick and its results
+# file) runs in the normal variant only.
 # The debug and classic variants run 8 of the preload test's 24 CPython
 # modules, and every variant reuses the preload test's glibc results.
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
@@ -21,42 +29,91 @@
 #          find_package, add_subdirectory and FetchContent users, exports,
 #          man pages, uslab-run, the Rust crates (about 2 minutes).
 #
-# Build directories: build-test (normal, debug), build-asan, build-tsan,
-# build-track, build-fuzz, build-pkg (beside this repo's CMakeLists.txt).
-# Needs cmake, ninja (or make) and gcc with its sanitizer runtimes, for fuzz
-# clang with libclang-rt-14-dev, for package pkg-config, man-db and cargo
+# A test that skips itself or a part (CTest's SKIP_RETURN_CODE, such as a
+# preload part whose program is missing; a SKIPPED line of the packaging
+# test) is listed, with its reason, at the end, and on the final line:
+#   all test variants passed: normal ...; skipped: VARIANT: TEST, ...
+#
+# Build directories: build-test (normal, debug, classic), build-asan,
+# build-tsan, build-track, build-pkg beside this repo's CMakeLists.txt;
+# USLAB_TEST_BUILD_PREFIX (default "build-"; relative to the repo, or
+# absolute) names them otherwise, e.g. "mine/" gives mine/test, mine/asan ...
+# (tests/fuzz/run.sh always builds in build-fuzz). JOBS (default 2): build
+# and CTest parallelism. What each variant needs: scripts/setup-deps.sh
 # (Debian 12: build-essential cmake ninja-build clang libclang-rt-14-dev
-# pkg-config man-db, and rustup or cargo rustc).
+# pkg-config man-db sqlite3 git python3 libpython3.11-testsuite, and rustup
+# or cargo rustc).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${JOBS:-2}
+B=${USLAB_TEST_BUILD_PREFIX:-build-}
+case $B in /*) ;; *) B=$ROOT/$B ;; esac
+
+variants=("$@")
+[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic fuzz track package)
+for v in "${variants[@]}"; do
+	case $v in
+	normal | asan | tsan | debug | classic | fuzz | track | package) ;;
+	*) echo "test.sh: unknown variant '$v' (normal, asan, tsan, debug, classic, fuzz, track, package)" >&2; exit 2 ;;
+	esac
+done
+
+# What the variants need, before anything is built: installed, or the
+# apt-get line printed and the run stopped (exit 2).
+bash "$ROOT/scripts/setup-deps.sh" "${variants[@]}"
+
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 
 # The preload test's glibc runs are the same in every variant: once only.
-export USLAB_PRELOAD_BASELINE=${USLAB_PRELOAD_BASELINE:-$ROOT/build-test/preload-baseline}
+export USLAB_PRELOAD_BASELINE=${USLAB_PRELOAD_BASELINE:-${B}test/preload-baseline}
 # The variants that rerun the normal build's suite in another mode (debug,
 # classic) run CPython's tests with fewer modules: the modes differ below
 # the malloc family, and the normal variant runs all 24.
 PRELOAD_SHORT="test_threading test_queue test_list test_dict test_unicode test_re test_json test_pickle"
 
-variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic fuzz track package)
+skips=()   # "variant: what (why)"
+
+# note_skips VARIANT BUILD-DIR CTEST-OUTPUT: the tests CTest lists as not
+# run (Skipped: SKIP_RETURN_CODE) go to skips, each with the "skip ..." or
+# "SKIP..." lines of its output (CTest's LastTest.log keeps every test's).
+note_skips() {
+	local name=$1 dir=$2 out=$3 t st why
+	while read -r t st; do
+		why=$(awk -v t="$t" '/^[0-9]+\/[0-9]+ Test: / { cur = $3; next }
+			cur == t && /^ *(skip |SKIP)/ { sub(/^ *(skip |SKIP:? *)/, ""); r = r (r == "" ? "" : "; ") $0 }
+			END { print r }' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true)
+		[ "$st" = "(Skipped)" ] || why="${st//[()]/}${why:+; $why}"
+		skips+=("$name: $t${why:+ ($why)}")
+	done < <(awk '/^The following tests did not run:/ { f = 1; next }
+		f && /^[ \t]+[0-9]+ - / { st = $0; sub(/^[^(]*/, "", st); print $3, st; next } { f = 0 }' "$out")
+}
+
+# run_ctest VARIANT BUILD-DIR ARGS...: ctest --test-dir BUILD-DIR ARGS
+# (behind the command in the array ctest_pre, if any), its output shown and
+# kept for note_skips
+ctest_pre=()
+run_ctest() {
+	local name=$1 dir=$2 log=$2/ctest-$1.log
+	shift 2
+	"${ctest_pre[@]}" ctest --test-dir "$dir" "$@" 2>&1 | tee "$log"
+	note_skips "$name" "$dir" "$log"
+}
 
 run_variant() {
 	local name=$1 dir san
 	case $name in
-	normal) dir=build-test; san="" ;;
-	debug)  dir=build-test; san="" ;;
-	classic) dir=build-test; san="" ;;
-	asan)   dir=build-asan; san=address ;;
-	tsan)   dir=build-tsan; san=thread ;;
+	normal) dir=${B}test; san="" ;;
+	debug)  dir=${B}test; san="" ;;
+	classic) dir=${B}test; san="" ;;
+	asan)   dir=${B}asan; san=address ;;
+	tsan)   dir=${B}tsan; san=thread ;;
 	track)   # ASan sees uslab's objects as heap blocks (USLAB_TRACK=asan): test_track only,
 		 # since the misuse tests expect uslab's own reports, which ASan would preempt
-		cmake -S "$ROOT" -B "$ROOT/build-track" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		cmake -S "$ROOT" -B "${B}track" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 			-DUSLAB_SANITIZE=address -DUSLAB_TRACK=asan >/dev/null
-		cmake --build "$ROOT/build-track" -j "$JOBS" --target test_track
-		ctest --test-dir "$ROOT/build-track" --output-on-failure -R '^test_track$'
+		cmake --build "${B}track" -j "$JOBS" --target test_track
+		run_ctest track "${B}track" --output-on-failure -R '^test_track$'
 		return ;;
 	fuzz)
 		local t0=$SECONDS
@@ -64,49 +121,54 @@ run_variant() {
 		echo "=== fuzz: $((SECONDS - t0)) s ==="
 		return ;;
 	package)
-		local t0=$SECONDS
-		echo "=== package (build-pkg) ==="
-		bash "$ROOT/tests/packaging/run.sh" "$ROOT/build-pkg"
+		local t0=$SECONDS line
+		echo "=== package (${B}pkg) ==="
+		mkdir -p "${B}pkg"
+		bash "$ROOT/tests/packaging/run.sh" "${B}pkg" 2>&1 | tee "${B}pkg/run.log"
+		# the steps it skipped print "SKIPPED: why"
+		while IFS= read -r line; do
+			skips+=("package: ${line#SKIPPED: }")
+		done < <(grep '^SKIPPED: ' "${B}pkg/run.log" || true)
 		echo "=== package: $((SECONDS - t0)) s ==="
 		return ;;
-	*) echo "test.sh: unknown variant '$name' (normal, asan, tsan, debug, classic, fuzz, track, package)" >&2; exit 2 ;;
 	esac
 	echo "=== $name build ($dir) ==="
-	cmake -S "$ROOT" -B "$ROOT/$dir" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	cmake -S "$ROOT" -B "$dir" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DUSLAB_SANITIZE="$san" >/dev/null
-	cmake --build "$ROOT/$dir" -j "$JOBS"
-	local pre=()
+	cmake --build "$dir" -j "$JOBS"
+	ctest_pre=()
 	# TSan's runtime cannot handle the high mmap randomization of newer
 	# kernels ("unexpected memory mapping"): run it without ASLR.
 	if [ "$name" = tsan ] && command -v setarch >/dev/null; then
-		pre=(setarch "$(uname -m)" -R)
+		ctest_pre=(setarch "$(uname -m)" -R)
 	fi
 	local t0=$SECONDS
 	if [ "$name" = debug ]; then
 		# Every cache debugged: the whole suite, its full output kept to
 		# look for reports (a passing test must not have caused any).
-		local log=$ROOT/$dir/debug-ctest.log
+		local log=$dir/debug-ctest.log
 		if ! USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_OPTIONS=slub_debug=FZPU \
-			ctest --test-dir "$ROOT/$dir" -LE slow --output-on-failure -V -j "$JOBS" \
+			ctest --test-dir "$dir" -LE 'slow|bench' --output-on-failure -V -j "$JOBS" \
 			>"$log" 2>&1; then
 			grep -a -v '^[0-9]*: ' "$log" | tail -n 40
 			echo "debug variant: failures (full output: $log)" >&2
-			grep -a -E '^[0-9]+: (.*CHECK failed|death test|report test)' "$log" | head -n 40 >&2
+			grep -a -E '^[0-9]+: (.*CHECK failed|death test|report test)' "$log" | awk 'n++ < 40' >&2
 			exit 1
 		fi
 		if grep -a -E '^[0-9]+: uslab: (BUG |FIX |validate: )' "$log" >&2; then
 			echo "debug variant: the suite passed but slub_debug reported the lines above ($log)" >&2
 			exit 1
 		fi
-		grep -a -E '^ *[0-9]+/[0-9]+ Test|tests passed' "$log"
+		grep -a -E '^ *[0-9]+/[0-9]+ Test|tests passed|did not run:|^[[:space:]]+[0-9]+ - ' "$log"
+		note_skips debug "$dir" "$log"
 	elif [ "$name" = classic ]; then
 		# KFENCE sits above the per-CPU layer: its preload part (25 s) is
-		# the normal variant's alone
+		# the normal variant's alone (preload_kfence shows as skipped)
 		USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_PRELOAD_PARTS="interpose sqlite git python" \
 			USLAB_OPTIONS=slub_sheaf_capacity=0 \
-			ctest --test-dir "$ROOT/$dir" -LE slow --output-on-failure -j "$JOBS"
+			run_ctest classic "$dir" -LE 'slow|bench' --output-on-failure -j "$JOBS"
 	else
-		"${pre[@]}" ctest --test-dir "$ROOT/$dir" -LE slow --output-on-failure -j "$JOBS"
+		run_ctest "$name" "$dir" -LE slow --output-on-failure -j "$JOBS"
 	fi
 	echo "=== $name: $((SECONDS - t0)) s ==="
 }
@@ -114,4 +176,11 @@ run_variant() {
 for v in "${variants[@]}"; do
 	run_variant "$v"
 done
-echo "all test variants passed: ${variants[*]}"
+if [ ${#skips[@]} -gt 0 ]; then
+	echo "skipped (passed without running these):"
+	printf '  %s\n' "${skips[@]}"
+	list=$(printf '%s\n' "${skips[@]}" | sed 's/ (.*//' | paste -sd, - | sed 's/,/, /g')
+	echo "all test variants passed: ${variants[*]}; skipped: $list"
+else
+	echo "all test variants passed: ${variants[*]}; nothing skipped"
+fi
