@@ -1,31 +1,65 @@
 /*
- * The background thread (USLAB_OPTIONS=background_thread, or
- * uslab_background_thread(1)): memory back to the OS while the process is
- * idle, and uslabinfo answered at once.
+ * The uslab thread: with background_thread (USLAB_OPTIONS, or
+ * uslab_background_thread(1)) it gives memory back to the OS while the
+ * process is idle; with export it answers uslabinfo at once. One thread
+ * does both: with export alone it only serves (named "uslab-export", no
+ * decay pass ever), with background_thread it also runs decay passes
+ * (named "uslab-bg"). background_thread=0, or uslab_background_thread(0),
+ * means no thread at all: the export is then served on allocation slow
+ * paths only (export.c says why export starts a thread).
  *
- * The loop. Run a decay pass (decay.c's mem_decay_pass(): idle threads'
- * spare sheaves, barns, empty slabs, decayed pages and huge mappings) when
- * its deadline has come, serve an export request if a reader posted one
- * (export.c: refresh the snapshot, apply a command), then sleep on a futex
- * until the next deadline. The pass returns how long until the next one
- * (decay_ms while anything is pending, at least 10 ms), or UINT64_MAX when
- * nothing is: then the thread sleeps with no deadline and sets
- * mem_bg_sleeping, so that page_free() (mem_dirty_notify) wakes it when new
- * dirty memory appears. Passes run on their deadlines only: a reader's wake
- * serves the reader and sleeps again, so uslabinfo --watch does not make
- * take-back more eager.
+ * The loop. When decaying: run a decay pass (decay.c's mem_decay_pass():
+ * idle threads' spare sheaves, barns, empty slabs, decayed pages and huge
+ * mappings) when its deadline has come. Always: serve an export request if
+ * a reader posted one (export.c: refresh the snapshot, apply a command),
+ * then sleep on a futex until the next deadline. The pass returns how long
+ * until the next one (decay_ms while anything is pending, at least 10 ms),
+ * or UINT64_MAX when nothing is: then the thread sleeps with no deadline
+ * and sets mem_bg_sleeping, so that page_free() (mem_dirty_notify) wakes it
+ * when new dirty memory appears. Serving only, it always sleeps with no
+ * deadline and never sets mem_bg_sleeping (frees never wake it). Passes run
+ * on their deadlines only: a reader's wake serves the reader and sleeps
+ * again, so uslabinfo --watch does not make take-back more eager.
+ *
+ * States (bg.state, with bg.decay) and who moves them:
+ *
+ *   from      to        by                                   how
+ *   OFF       RUNNING   start_locked (API 1, deferred start)  bg.lock held; decay set first
+ *   RUNNING   RUNNING   start_locked with decay (API 1)       decay 0 -> 1, then a kick
+ *   RUNNING   STOPPING  stop() (API 0, exit destructor)       CAS, then a kick
+ *   STOPPING  OFF       the thread, last thing it does        store, FUTEX_WAKE on state
+ *   any       OFF       fork child handler                    the child has no thread;
+ *                                                              pending set if it ran
+ *
+ * bg.pending (PENDING_* bits) holds a start until a safe point; the export
+ * header's `bg` (EXPORT_BG_*) and export.c's export_served are written by
+ * the thread only: set when it first sees the export's word, changed with
+ * its role, cleared when it stops or the export goes away.
  *
  * The futex word. With the export on, the thread sleeps on `wake` in the
  * export file's shared mapping (a shared futex: the file's inode and
  * offset are the key), and a reader adds 1 to it and calls FUTEX_WAKE
  * after posting its request, so the answer comes within a millisecond or
- * two. Without the export, on a private word here. Every waker (reader,
- * dirty notify, stop) changes the word before FUTEX_WAKE, and the thread
- * loads the word before it checks for work, so no wake-up is lost: if the
- * check missed the work, the word changed and FUTEX_WAIT returns at once.
- * For the no-deadline sleep the dirty check is page_decay() under the page
- * lock after mem_bg_sleeping is set, and page_free() inserts under that
- * lock before it looks at mem_bg_sleeping: one of the two sees the other.
+ * two. Without the export (or before a forked child's file exists), on a
+ * private word here. Every waker changes the word before FUTEX_WAKE:
+ *
+ *   waker                       changes first                 then
+ *   reader (uslabinfo)          req, then wake += 1           FUTEX_WAKE(wake)
+ *   page_free (dirty notify)    dirty_kick, word += 1         FUTEX_WAKE
+ *   stop()                      state = STOPPING, word += 1   FUTEX_WAKE
+ *   start_locked (role change)  decay = 1, word += 1          FUTEX_WAKE
+ *   export started (bg_wake)    export.c's req_word, word+1   FUTEX_WAKE
+ *
+ * and the thread stores the word it will sleep on (bg.sleep_word), loads
+ * the word's value, and only then checks the state, its role, the export's
+ * word and pending requests, all seq_cst: so no wake-up is lost: if a check
+ * missed the change, the waker's add came after the load, and FUTEX_WAIT
+ * returns at once (a waker that loaded the old sleep_word changed a word
+ * the thread no longer sleeps on, but then its change came before the
+ * thread's checks, which see it). For the no-deadline sleep the dirty check
+ * is page_decay() under the page lock after mem_bg_sleeping is set, and
+ * page_free() inserts under that lock before it looks at mem_bg_sleeping:
+ * one of the two sees the other.
  *
  * When it starts. Never inside init (init_once_fn may run inside the first
  * malloc, and pthread_create allocates: with the malloc family that would
@@ -36,20 +70,22 @@
  * linked, at dlopen when dlopen'ed), or the first allocation slow path
  * after init (export.c's slow-path hook, set only while a start is
  * pending), or uslab_background_thread(1). It is created detached, with
- * every signal blocked (no program signal is ever delivered to it), named
- * "uslab-bg".
+ * every signal blocked (no program signal is ever delivered to it).
  *
  * fork. The child has no thread; a child handler here resets the state.
- * If the parent's thread was running, the child restarts it lazily, on its
- * first allocation slow path (never in the atfork handler, where creating a
- * thread is not allowed, and never in a child that only execs: no slow path
- * before exec, no thread). uslab_background_thread() works in the child.
+ * If the parent's thread was running, the child restarts it lazily, in the
+ * same role, on its first allocation slow path (never in the atfork
+ * handler, where creating a thread is not allowed, and never in a child
+ * that only execs: no slow path before exec, no thread). The same slow path
+ * makes the child's export file (export.c), and bg_wake() has the thread
+ * attach to it. uslab_background_thread() works in the child.
  *
  * exit. The thread is detached and holds no lock while it sleeps; exit()
  * from any thread never waits for it: a destructor here asks it to stop and
- * waits at most BG_EXIT_WAIT_MS for it to finish a pass in flight (so that
- * the final export snapshot and show_stats see a quiet heap), then returns
- * either way; _exit takes the thread down wherever it is.
+ * waits at most BG_EXIT_WAIT_MS for it to finish a pass or a snapshot in
+ * flight (so that the final export snapshot and show_stats see a quiet
+ * heap), then returns either way; _exit takes the thread down wherever it
+ * is.
  *
  * dlopen/dlclose. libuslab.so and libuslab-malloc.so are linked with
  * -z nodelete (CMakeLists.txt): dlclose never unmaps them, so the thread
@@ -57,11 +93,11 @@
  * The thread goes on after dlclose; uslab_background_thread(0) before
  * dlclose stops it.
  *
- * On by default? Off for libuslab.so and for the malloc family
- * (BG_MALLOC_DEFAULT below): README's "Memory return" says why. When
- * BG_MALLOC_DEFAULT is 1 and the option is not given, the thread starts
- * when the process's malloc is this library's (the malloc family preloaded
- * or linked), checked with dladdr at the first safe point.
+ * On by default? Decay passes are off for libuslab.so and for the malloc
+ * family (BG_MALLOC_DEFAULT below): README's "Memory return" says why.
+ * When BG_MALLOC_DEFAULT is 1 and the option is not given, they start when
+ * the process's malloc is this library's (the malloc family preloaded or
+ * linked), checked with dladdr at the first safe point.
  *
  * Locks: bg.lock serializes uslab_background_thread() calls (and the
  * deferred start, by trylock); the thread never takes it. The thread takes
@@ -71,6 +107,7 @@
 #define _GNU_SOURCE 1
 #include "slab.h"
 #include "bgthread.h"
+#include "export.h"   /* EXPORT_BG_* */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -100,12 +137,23 @@
 int bg_option = -1;
 
 enum { BG_OFF = 0, BG_RUNNING = 1, BG_STOPPING = 2 };
-enum { PENDING_NONE = 0, PENDING_START = 1, PENDING_IF_MALLOC = 2 };
+/* A start waiting for a safe point: what the thread should do. */
+enum {
+	PENDING_DECAY = 1,            /* decay passes (background_thread) */
+	PENDING_DECAY_IF_MALLOC = 2,  /* decay passes if malloc is ours (BG_MALLOC_DEFAULT) */
+	PENDING_SERVE = 4,            /* serve the export */
+};
 
+/* Every atomic here is accessed seq_cst unless marked: the wake-up
+ * argument at the top needs one order over the words, the flags and the
+ * futex words (the counters for tests are relaxed: nothing is ordered by
+ * them). */
 static struct {
 	pthread_mutex_t lock;             /* uslab_background_thread() calls (see the top) */
 	_Atomic uint32_t state;           /* BG_*: a futex word stop() waits on */
-	_Atomic int pending;              /* PENDING_*: a start waits for a safe point */
+	_Atomic bool decay;               /* the running thread runs decay passes (set before
+					   * RUNNING or before a kick; cleared only with no thread) */
+	_Atomic int pending;              /* PENDING_* bits: a start waits for a safe point */
 	_Atomic bool ctor_ran;            /* our constructor ran: libc is up */
 	_Atomic bool exiting;             /* exit began: never start again */
 	_Atomic bool dirty_kick;          /* mem_dirty_notify woke the thread: run a pass */
@@ -157,17 +205,35 @@ static void dirty_wake(void)
 	kick();
 }
 
+void bg_wake(void)
+{
+	if (atomic_load(&bg.state) == BG_RUNNING)
+		kick();
+}
+
 /* ---- the thread ------------------------------------------------------------------ */
+
+static void set_name(bool decay)
+{
+	prctl(PR_SET_NAME, decay ? "uslab-bg" : "uslab-export", 0, 0, 0);
+}
 
 static void *bg_main(void *arg)
 {
 	(void)arg;
-	prctl(PR_SET_NAME, "uslab-bg", 0, 0, 0);
-	uint64_t next_pass = 0;           /* os_now_ms() of the next pass; UINT64_MAX: none due */
+	bool decaying = atomic_load(&bg.decay);
+	set_name(decaying);
+	uint64_t next_pass = decaying ? 0 : UINT64_MAX;   /* os_now_ms() of the next pass; UINT64_MAX: none due */
 	_Atomic uint32_t *attached = NULL;/* the export word we told readers we serve */
+	uint32_t attached_bits = 0;       /* and what we told them (EXPORT_BG_*) */
 	while (atomic_load(&bg.state) == BG_RUNNING) {
+		if (atomic_load(&bg.decay) != decaying) {   /* serve only -> decay too (start_locked) */
+			decaying = !decaying;
+			set_name(decaying);
+			next_pass = decaying ? 0 : UINT64_MAX;
+		}
 		uint64_t now = os_now_ms();
-		if (now >= next_pass || atomic_exchange(&bg.dirty_kick, false)) {
+		if (decaying && (now >= next_pass || atomic_exchange(&bg.dirty_kick, false))) {
 			uint64_t d = mem_decay_pass();
 			atomic_fetch_add_explicit(&bg.passes, 1, memory_order_relaxed);
 			now = os_now_ms();
@@ -178,12 +244,14 @@ static void *bg_main(void *arg)
 		if (served == EXPORT_BG_SERVED)
 			atomic_fetch_add_explicit(&bg.serves, 1, memory_order_relaxed);
 		_Atomic uint32_t *xw = export_bg_word();
-		if (xw != attached) {
-			if (attached)
-				export_bg_attach(attached, false);
+		uint32_t bits = xw ? EXPORT_BG_SERVE | (decaying ? EXPORT_BG_DECAY : 0) : 0;
+		if (xw != attached || bits != attached_bits) {
+			if (attached && attached != xw)
+				export_bg_attach(attached, 0);
 			if (xw)
-				export_bg_attach(xw, true);
+				export_bg_attach(xw, bits);
 			attached = xw;
+			attached_bits = bits;
 		}
 		_Atomic uint32_t *w = xw ? xw : &bg.word;
 		atomic_store(&bg.sleep_word, w);
@@ -191,10 +259,12 @@ static void *bg_main(void *arg)
 		uint32_t v = atomic_load(w);
 		if (atomic_load(&bg.state) != BG_RUNNING)
 			break;
+		if (atomic_load(&bg.decay) != decaying || export_bg_word() != xw)
+			continue;
 		if (!again && export_bg_pending())
 			continue;
 		uint64_t until = again ? now + BG_RETRY_MS : next_pass;
-		if (until == UINT64_MAX) {
+		if (until == UINT64_MAX && decaying) {
 			atomic_store(&mem_bg_sleeping, true);
 			if (page_decay()) {   /* dirtied between the pass and now */
 				atomic_store(&mem_bg_sleeping, false);
@@ -203,13 +273,15 @@ static void *bg_main(void *arg)
 			}
 			futex_sleep(w, v, UINT64_MAX);
 			atomic_store(&mem_bg_sleeping, false);
+		} else if (until == UINT64_MAX) {
+			futex_sleep(w, v, UINT64_MAX);   /* serving only: until a reader (or stop) wakes us */
 		} else if (until > now) {
 			futex_sleep(w, v, until - now);
 		}
 		atomic_fetch_add_explicit(&bg.wakeups, 1, memory_order_relaxed);
 	}
 	if (attached)
-		export_bg_attach(attached, false);
+		export_bg_attach(attached, 0);
 	atomic_store(&mem_bg_sleeping, false);
 	atomic_store(&bg.sleep_word, &bg.word);
 	atomic_store(&bg.state, BG_OFF);
@@ -219,16 +291,21 @@ static void *bg_main(void *arg)
 
 /* ---- starting and stopping ---------------------------------------------------------- */
 
-/* Start the thread (bg.lock held). 0, or -1 with errno. */
-static int start_locked(void)
+/* Start the thread (bg.lock held), running decay passes if `decay`; a
+ * running thread that only serves starts them. 0, or -1 with errno. */
+static int start_locked(bool decay)
 {
 	uint32_t st = atomic_load(&bg.state);
-	if (st == BG_RUNNING)
+	if (st == BG_RUNNING) {
+		if (decay && !atomic_exchange(&bg.decay, true))
+			kick();   /* the thread sees the role change (see the top) */
 		return 0;
+	}
 	if (st != BG_OFF || atomic_load(&bg.exiting)) {   /* stopping at exit */
 		errno = EAGAIN;
 		return -1;
 	}
+	atomic_store(&bg.decay, decay);
 	atomic_store(&bg.state, BG_RUNNING);
 	pthread_attr_t a;
 	sigset_t all, old;
@@ -248,6 +325,7 @@ static int start_locked(void)
 	}
 	if (e) {
 		atomic_store(&bg.state, BG_OFF);
+		atomic_store(&bg.decay, false);
 		errno = e;
 		return -1;
 	}
@@ -271,6 +349,10 @@ static void stop(uint64_t ms)
 			return;
 		futex_sleep(&bg.state, st, end == UINT64_MAX ? UINT64_MAX : end - now);
 	}
+	/* stopped: the next start chooses the role afresh (a thread still
+	 * stopping at an exit's bound keeps its flag: nothing starts again) */
+	if (st == BG_OFF)
+		atomic_store(&bg.decay, false);
 }
 
 /* Is the process's malloc this library's (the malloc family, preloaded or
@@ -284,7 +366,7 @@ static bool uslab_is_malloc(void)
 
 bool bg_start_pending(void)
 {
-	return atomic_load_explicit(&bg.pending, memory_order_relaxed) != PENDING_NONE;
+	return atomic_load(&bg.pending) != 0;
 }
 
 void bg_start_deferred(void)
@@ -293,29 +375,40 @@ void bg_start_deferred(void)
 		return;
 	if (pthread_mutex_trylock(&bg.lock))
 		return;   /* an API call is under way and settles it */
-	int p = atomic_exchange(&bg.pending, PENDING_NONE);
-	if (p != PENDING_NONE) {
+	int p = atomic_exchange(&bg.pending, 0);
+	if (p) {
 		export_hook_update();
-		if ((p == PENDING_START || uslab_is_malloc()) && start_locked() && bg_option == 1)
-			report_line("background_thread: cannot start the thread (errno %d); memory goes back "
-				    "on frees, uslab_cache_shrink and malloc_trim only", errno);
+		bool decay = (p & PENDING_DECAY) || ((p & PENDING_DECAY_IF_MALLOC) && uslab_is_malloc());
+		bool serve = (p & PENDING_SERVE) && export_bg_wanted();
+		if ((decay || serve) && start_locked(decay)) {
+			if (decay && bg_option == 1)
+				report_line("background_thread: cannot start the thread (errno %d); memory goes back "
+					    "on frees, uslab_cache_shrink and malloc_trim only", errno);
+			else if (serve)
+				report_line("export: cannot start the thread that serves uslabinfo (errno %d); "
+					    "requests are served on allocation slow paths only", errno);
+		}
 	}
 	pthread_mutex_unlock(&bg.lock);
 }
 
-/* fork: the child has no thread. Restart it at the child's first slow
- * path if the parent's was running (see the top). */
+/* fork: the child has no thread. Restart it, in the same role, at the
+ * child's first slow path if the parent's was running (see the top). The
+ * export's child handler ran before this one (registered first, in
+ * init_once_fn) and made export_bg_wanted() the child's. */
 static void bg_atfork_child(void)
 {
 	uint32_t st = atomic_load(&bg.state);
+	bool decay = atomic_load(&bg.decay);
 	pthread_mutex_init(&bg.lock, NULL);
 	atomic_store(&bg.state, BG_OFF);
+	atomic_store(&bg.decay, false);
 	atomic_store(&bg.sleep_word, &bg.word);
 	atomic_store(&bg.dirty_kick, false);
 	atomic_store(&mem_bg_sleeping, false);
 	atomic_store(&bg.starts, 0);
 	if (st == BG_RUNNING && !atomic_load(&bg.exiting))
-		atomic_store(&bg.pending, PENDING_START);
+		atomic_store(&bg.pending, (decay ? PENDING_DECAY : 0) | (export_bg_wanted() ? PENDING_SERVE : 0));
 	export_hook_update();
 }
 
@@ -323,9 +416,10 @@ void bg_init(void)
 {
 	pthread_atfork(NULL, NULL, bg_atfork_child);
 	atomic_store_explicit(&mem_bg_wake, dirty_wake, memory_order_release);
-	int want = bg_option == 1 ? PENDING_START : bg_option < 0 && BG_MALLOC_DEFAULT ? PENDING_IF_MALLOC
-										     : PENDING_NONE;
-	if (want != PENDING_NONE) {
+	int want = bg_option == 1 ? PENDING_DECAY : bg_option < 0 && BG_MALLOC_DEFAULT ? PENDING_DECAY_IF_MALLOC : 0;
+	if (bg_option != 0 && export_bg_wanted())
+		want |= PENDING_SERVE;   /* export.c: why export starts the thread */
+	if (want) {
 		atomic_store(&bg.pending, want);
 		export_hook_update();
 	}
@@ -340,7 +434,7 @@ __attribute__((constructor)) static void bg_ctor(void)
 __attribute__((destructor)) static void bg_at_exit(void)
 {
 	atomic_store(&bg.exiting, true);
-	if (atomic_exchange(&bg.pending, PENDING_NONE) != PENDING_NONE)
+	if (atomic_exchange(&bg.pending, 0))
 		export_hook_update();
 	stop(BG_EXIT_WAIT_MS);
 }
@@ -353,10 +447,10 @@ int uslab_background_thread(int enable)
 	}
 	cache_init();
 	pthread_mutex_lock(&bg.lock);
-	atomic_store(&bg.pending, PENDING_NONE);   /* this call settles it */
+	atomic_store(&bg.pending, 0);   /* this call settles it */
 	int r = 0;
 	if (enable)
-		r = start_locked();
+		r = start_locked(true);
 	else
 		stop(UINT64_MAX);
 	int e = errno;
@@ -371,6 +465,7 @@ int uslab_background_thread(int enable)
 void bg_get_stats(struct bg_stats *st)
 {
 	st->running = atomic_load(&bg.state) == BG_RUNNING;
+	st->decay = st->running && atomic_load(&bg.decay);
 	st->pending = bg_start_pending();
 	st->starts = atomic_load(&bg.starts);
 	st->passes = atomic_load(&bg.passes);

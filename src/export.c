@@ -3,35 +3,78 @@
  * show_stats table at exit. The file format and protocol are described in
  * export.h; this is the writer.
  *
- * Cost. The fast paths know nothing of the export. While it is on, export
- * registers export_poll() as the slab core's slow-path hook
- * (slab_slow_hook: the core never calls up into the export by name), and
- * export_poll() is one
- * relaxed load of the shared `req` word compared with the last value served
- * (`seen`): both lines are only read until a reader asks. Then one thread
- * (the `busy` flag) refreshes the snapshot under cache_mutex, taken with
- * trylock so that a slow path never waits for it (the request stays pending
- * and the next slow path tries again), at most every EXPORT_MIN_MS.
+ * Live numbers: export starts a thread. A process that exports is
+ * answered at once, as the kernel's slabinfo reads live counters whenever
+ * it is run: the uslab thread (bgthread.c; "uslab-export" when it only
+ * serves, "uslab-bg" when background_thread also has it run decay passes)
+ * sleeps on the futex word `wake` in the export mapping, which a reader
+ * wakes after posting its request; it refreshes the snapshot and applies a
+ * command within a millisecond or two, whatever the program does: busy on
+ * a pool allocator that keeps it off uslab's slow path, asleep, blocked in
+ * read(2). Two designs were weighed:
+ *  (a) the counters themselves in the shared mapping, summed by uslabinfo.
+ *      What a snapshot reads lives in the process and is reached through
+ *      its pointers and locks: the event counters are per thread and per
+ *      CPU part (cpu_cache, in the per-CPU layer, walked through each
+ *      cache's cpu_list), the node's and barns' counts sit under their
+ *      locks, the page allocator's free blocks under the page lock, KFENCE's
+ *      live objects in its pool. Moving all of it into a file would put the
+ *      file's layout into every one of those modules (and rewrite the
+ *      per-CPU layer's counters), and readers would still see counts that
+ *      are consistent only per word. And -s, -v and --set must run inside
+ *      the process anyway (they take its locks and walk its slabs), so a
+ *      process that never reaches a slow path would still not take them.
+ *  (b) a thread that sleeps until asked. Costs nothing while nobody asks
+ *      (one futex sleep, no wake-ups, a 256 KiB stack reserved), answers
+ *      reads and commands alike, and keeps the snapshot code where it is.
+ * So (b). What it costs and how it is kept safe:
+ *  - export off: nothing (no thread, no hook, no file).
+ *  - export on: one thread, started at the first safe point after init,
+ *    never inside init or the atfork handler (bgthread.c). While it serves
+ *    (export_bg_attach), the allocation slow path no longer polls for
+ *    requests at all; before it runs (or without it) the slow path does, as
+ *    below.
+ *  - fork: the child drops the parent's file; its first allocation slow
+ *    path makes its own (named by its pid) and restarts its thread, which
+ *    then serves the child's file (bg_wake). A child that only execs makes
+ *    neither.
+ *  - exit: the thread holds no lock while it sleeps and is waited for at
+ *    most 100 ms (bgthread.c); the final snapshot is written here.
+ *  - a program that must stay single-threaded (it reads
+ *    __libc_single_threaded, calls unshare(CLONE_NEWUSER), or counts its
+ *    threads): background_thread=0 (or uslab_background_thread(0), which
+ *    stops the thread at run time) means no thread; the export then works as
+ *    before, served on allocation slow paths only, and uslabinfo says so.
  *
- * Locks: cache_mutex (taken by trylock here, or plainly from
- * uslab_export_refresh() and at exit) comes first in the lock order, so
- * commands may take node and page locks under it (shrink, validate). The
- * busy flag is not a lock anyone waits for: a thread that finds it set
- * returns.
+ * The slow path (no serving thread). export_poll() is the slab core's
+ * slow-path hook (slab_slow_hook: the core never calls up into the export
+ * by name): one relaxed load of the shared `req` word compared with the
+ * last value served (`seen`): both lines are only read until a reader asks.
+ * Then one thread (the `busy` flag) refreshes the snapshot under
+ * cache_mutex, taken with trylock so that a slow path never waits for it
+ * (the request stays pending and the next slow path tries again), at most
+ * every EXPORT_MIN_MS.
  *
- * Staleness. Besides readers' requests, the snapshot is refreshed after
- * every cache create and destroy (cache_list_hook: at once, waiting for
+ * Locks: cache_mutex (taken by trylock here, or plainly from the serving
+ * thread, uslab_export_refresh() and at exit) comes first in the lock
+ * order, so commands may take node and page locks under it (shrink,
+ * validate). The busy flag is not a lock anyone waits for: a thread that
+ * finds it set returns (the serving thread looks again a millisecond
+ * later). The hook itself is set without a lock (export_hook_update: a
+ * generation counter, so that the fork child handler can call it).
+ *
+ * Staleness. Readers ask (uslabinfo -p; its listing asks the processes a
+ * thread serves), and the serving thread refreshes at every request,
+ * ignoring the rate limit. Besides, the snapshot is refreshed after every
+ * cache create and destroy (cache_list_hook: at once, waiting for
  * cache_mutex, unless it was refreshed less than max(EXPORT_MIN_MS, ten
  * times what a snapshot costs) ago; then `seen` is set to EXPORT_STALE so
- * that the next slow path, or the next reader's request, refreshes it). So a
- * process that made caches and went idle never shows fewer caches than it
- * has; its counts are as of its last refresh, and uslabinfo prints the
+ * that the next request, or the next slow path while nobody serves,
+ * refreshes it). So a reader sees the current list of caches unless the
+ * process has no serving thread and took no slow path since a burst of
+ * creates and destroys (then it sees the list as of the burst's first);
+ * the counts are as of the last refresh, and uslabinfo prints the
  * snapshot's age. A list change during a refresh leaves it stale.
- *
- * The background thread (bgthread.c) sleeps on the header's `wake` word,
- * which readers wake, and serves requests through export_bg_serve(); the
- * slow-path hook is also how a pending start of that thread reaches its
- * first safe point (export_hook_update()).
  *
  * A process only ever writes its own file (named by its pid). After fork
  * the child drops the parent's mapping and starts its own file on its first
@@ -56,29 +99,61 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The export is on in this process (its file exists, or a forked child's
+ * will be made at its first slow path). Written at init, in the fork child
+ * handler, when a child's file cannot be made, and at exit; seq_cst where
+ * export_hook_update() reads it (see there). */
 static _Atomic bool export_active;
+/* The uslab thread serves the export (export_bg_attach): the slow path
+ * need not poll. Written by that thread only (and reset in a fork child). */
+static _Atomic bool export_served;
 static void export_poll(void);
 
-/* The slow-path hook while a background thread waits to start (bgthread.c):
- * its safe point first, then the export's poll. */
+/* The slow-path hook while a thread waits to start (bgthread.c): its safe
+ * point first, then the export's poll. */
 static void slow_hook_start(void)
 {
 	bg_start_deferred();
-	if (atomic_load_explicit(&export_active, memory_order_relaxed))
+	if (atomic_load_explicit(&export_active, memory_order_relaxed) &&
+	    !atomic_load_explicit(&export_served, memory_order_relaxed))
 		export_poll();
 }
 
+/* Bumped by every update: an updater whose computed hook may have been
+ * overtaken by another's flag change computes again. */
+static _Atomic uint64_t hook_gen;
+
+/* slab_slow_hook from the flags (bg_start_pending(), export_active,
+ * export_served). Updaters run concurrently (the serving thread attaching,
+ * an API call, the deferred start, init, exit) and the fork child handler
+ * is one, so there is no lock: each flag is changed (seq_cst) before its
+ * changer calls this, which bumps hook_gen, then stores the hook computed
+ * from seq_cst loads and returns only if hook_gen did not move meanwhile.
+ * The last store in the total order is then by an updater whose final
+ * computation came after every flag change whose bump it did not see, and
+ * any later change is followed by its own store: so the hook ends up
+ * matching the flags. Slow paths load it relaxed: a stale value only
+ * delays a poll or a start to a later slow path. */
 void export_hook_update(void)
 {
-	void (*h)(void) = bg_start_pending() ? slow_hook_start
-			  : atomic_load_explicit(&export_active, memory_order_relaxed) ? export_poll : NULL;
-	atomic_store_explicit(&slab_slow_hook, h, memory_order_relaxed);
+	atomic_fetch_add(&hook_gen, 1);
+	for (;;) {
+		uint64_t g = atomic_load(&hook_gen);
+		void (*h)(void) = NULL;
+		if (bg_start_pending())
+			h = slow_hook_start;
+		else if (atomic_load(&export_active) && !atomic_load(&export_served))
+			h = export_poll;
+		atomic_store(&slab_slow_hook, h);
+		if (atomic_load(&hook_gen) == g)
+			return;
+	}
 }
 
 /* Turn the export (and with it the slow-path hook) on or off. */
 static void set_active(bool on)
 {
-	atomic_store_explicit(&export_active, on, on ? memory_order_release : memory_order_relaxed);
+	atomic_store(&export_active, on);
 	export_hook_update();
 }
 
@@ -418,6 +493,7 @@ static void export_service(int how)
 			set_active(false);
 			goto out;
 		}
+		bg_wake();   /* a forked child's thread, if it already runs, serves the new file */
 	}
 	if (!exp.hdr)
 		goto out;
@@ -462,11 +538,16 @@ static void export_list_changed(void)
 	export_service(SVC_WAIT);
 }
 
-/* ---- the background thread's side (bgthread.c) ------------------------------ */
+/* ---- the uslab thread's side (bgthread.c) ------------------------------------ */
 
 static struct export_header *header_of(_Atomic uint64_t *req_word)
 {
 	return (struct export_header *)((char *)req_word - offsetof(struct export_header, req));
+}
+
+bool export_bg_wanted(void)
+{
+	return atomic_load(&export_active);
 }
 
 _Atomic uint32_t *export_bg_word(void)
@@ -477,10 +558,12 @@ _Atomic uint32_t *export_bg_word(void)
 	return w == &exp.dummy_req ? NULL : &header_of(w)->wake;
 }
 
-void export_bg_attach(_Atomic uint32_t *word, bool on)
+void export_bg_attach(_Atomic uint32_t *word, uint32_t bits)
 {
 	struct export_header *h = (struct export_header *)((char *)word - offsetof(struct export_header, wake));
-	atomic_store_explicit(&h->bg, on, memory_order_release);
+	atomic_store_explicit(&h->bg, bits, memory_order_release);
+	atomic_store(&export_served, bits != 0);
+	export_hook_update();
 }
 
 /* A reader's request not yet answered (or a forked child's export not yet
@@ -525,6 +608,7 @@ static void export_atfork_child(void)
 	exp.fd = -1;
 	exp.path[0] = 0;
 	atomic_store_explicit(&exp.busy, false, memory_order_relaxed);
+	atomic_store(&export_served, false);   /* the child has no thread (bgthread.c's handler updates the hook) */
 	atomic_store_explicit(&exp.restart, true, memory_order_relaxed);
 	atomic_store_explicit(&exp.dummy_req, 1, memory_order_relaxed);
 	atomic_store_explicit(&exp.seen, 0, memory_order_relaxed);

@@ -23,14 +23,16 @@
  * and retries if `seq` was odd or changed.
  *
  * Requests: a reader increments `req`, then increments `wake` and calls
- * FUTEX_WAKE on it (a shared futex: not FUTEX_PRIVATE_FLAG). A process
- * with a background thread (`bg` nonzero) sleeps on `wake` and answers at
- * once; every process also notices on its next allocation slow path
- * (export_poll: one relaxed load of `req`). It refreshes the snapshot,
- * serves a posted command, and sets `ack` to the `req` it saw. The process
- * also refreshes the snapshot by itself after a cache is created or
- * destroyed (at once, or on its next slow path when it refreshed very
- * recently), so the list of caches is never older than the last change.
+ * FUTEX_WAKE on it (a shared futex: not FUTEX_PRIVATE_FLAG). The process's
+ * uslab thread (bgthread.c; started by export itself unless the process
+ * runs with background_thread=0) sleeps on `wake` and answers at once; `bg`
+ * says so (EXPORT_BG_SERVE). Without that thread, the process notices on
+ * its next allocation slow path (export_poll: one relaxed load of `req`).
+ * Either refreshes the snapshot, serves a posted command, and sets `ack` to
+ * the `req` it saw. The process also refreshes the snapshot by itself after
+ * a cache is created or destroyed (at once, or when next asked if it
+ * refreshed very recently), so that a process that stops allocating still
+ * shows its caches to a reader it cannot answer.
  *
  * Commands (a one-slot mailbox, `cmd`): state EMPTY -> CLAIMED (a reader,
  * by CAS, recording its pid in `owner`) -> POSTED (fields written) ->
@@ -48,7 +50,7 @@
 #include "uslab.h"
 
 #define EXPORT_MAGIC      "USLABEX1"
-#define EXPORT_VERSION    2         /* 2: `wake` and `bg` beside `req` */
+#define EXPORT_VERSION    3         /* 2: `wake` and `bg` beside `req`; 3: `bg` holds EXPORT_BG_* bits */
 #define EXPORT_PREFIX     "uslab-"
 #define EXPORT_SUFFIX     ".stats"
 #define EXPORT_SHM_DIR    "/dev/shm"
@@ -61,6 +63,12 @@ enum export_state {
 	EXPORT_RESERVED = 1,   /* created by `uslabinfo run` for a child that has not started exporting */
 	EXPORT_LIVE = 2,       /* the process is running and exporting */
 	EXPORT_FINAL = 3,      /* the process exited normally; the snapshot is its last */
+};
+
+/* struct export_header's `bg`: what the process's uslab thread does. */
+enum {
+	EXPORT_BG_SERVE = 1,   /* a thread sleeps on `wake` and answers at once */
+	EXPORT_BG_DECAY = 2,   /* it also runs decay passes (background_thread) */
 };
 
 enum export_op {
@@ -113,9 +121,9 @@ struct export_header {
 	/* written by readers; the process's slow path loads `req` */
 	_Alignas(64) _Atomic uint64_t req; /* incremented by a reader that wants a fresh snapshot */
 	_Atomic uint32_t wake;           /* futex word: a reader adds 1 after req and FUTEX_WAKEs it */
-	_Atomic uint32_t bg;             /* written by the process: 1 while a background thread
-					  * sleeps on `wake` and answers at once; 0: the next
-					  * allocation slow path answers */
+	_Atomic uint32_t bg;             /* written by the process: EXPORT_BG_* while its uslab
+					  * thread serves; 0: the next allocation slow path
+					  * answers (no thread, or not yet started) */
 	_Alignas(64) _Atomic uint64_t ack; /* the last req the process served */
 	struct export_cmd cmd;
 

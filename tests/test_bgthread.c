@@ -1,16 +1,28 @@
 /*
- * The background thread (issue 11): the API and the option, fork in a
+ * The uslab thread (issues 11 and 19): the API and the option, fork in a
  * threaded program (the child starts its own thread on its first slow path
  * and its decay works), exit from any thread while the thread sleeps, runs
- * passes, serves the export or is being stopped (the process exits at
- * once), and the idle child that test_uslabinfo_idle.sh reads.
+ * passes, serves the export (with or without decay passes) or is being
+ * stopped (the process exits at once); the export's serving thread under
+ * stress (readers' requests and commands, cache churn, the thread's role
+ * switched and stopped, forks whose children serve their own files); and
+ * the idle child that test_uslabinfo_idle.sh reads.
  *
  *   test_bgthread                     the tests
- *   test_bgthread idle-child N        make cache "idle_a" with N objects,
+ *   test_bgthread idle-child N [MODE] make cache "idle_a" with N objects,
  *                                     print "READY pid active_objects", then
- *                                     do nothing until stdin closes
- *   test_bgthread option-child W      (internal) the option path; W: want a thread
+ *                                     until stdin closes: read (blocked in
+ *                                     read(2), the default), sleep (in
+ *                                     nanosleep), spin (a CPU loop of fast-path
+ *                                     allocations and frees from "spin_b"), or
+ *                                     fork (fork; the child takes one slow path,
+ *                                     prints READY with its own pid and blocks
+ *                                     in read(2); the parent waits for it)
+ *   test_bgthread option-child W      (internal) the option path; W: 1 decay
+ *                                     thread, s serving thread, 0 none
  *   test_bgthread exit-child MODE     (internal) exit while the thread runs
+ *   test_bgthread serve-child         (internal) the serving thread's stress
+ *                                     test, run with USLAB_OPTIONS=export
  *
  * dlopen/dlclose of libuslab.so is tests/test_bg_dlopen.c.
  */
@@ -18,8 +30,13 @@
 #include "slab.h"
 #include "bgthread.h"
 
+#include "export.h"
+
 #include <dirent.h>
+#include <linux/futex.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 #if UNDER_TSAN
 /* TSan kills a child of a multi-threaded fork that starts a thread: ours
@@ -40,39 +57,65 @@ static void sleep_ms(unsigned ms)
 		;
 }
 
-/* Threads named uslab-bg in this process (from /proc, not the library). */
-static int bg_threads(void)
+/* Threads of process pid (0: this one) named `name` (from /proc, not the
+ * library). */
+static int named_threads(int pid, const char *name)
 {
-	DIR *d = opendir("/proc/self/task");
+	char dir[64];
+	if (pid)
+		snprintf(dir, sizeof dir, "/proc/%d/task", pid);
+	else
+		snprintf(dir, sizeof dir, "/proc/self/task");
+	DIR *d = opendir(dir);
 	CHECK(d != NULL);
 	int n = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
-		char path[300], comm[32] = "";
-		snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+		char path[400], comm[32] = "";
+		snprintf(path, sizeof path, "%s/%s/comm", dir, e->d_name);
 		FILE *f = fopen(path, "r");
 		if (!f)
 			continue;
-		if (fgets(comm, sizeof comm, f) && !strncmp(comm, "uslab-bg", 8))
-			n++;
+		if (fgets(comm, sizeof comm, f)) {
+			comm[strcspn(comm, "\n")] = 0;
+			n += !strcmp(comm, name);
+		}
 		fclose(f);
 	}
 	closedir(d);
 	return n;
 }
 
-/* Wait (bounded) until bg_threads() == want. */
-static bool wait_threads(int want, double seconds)
+/* The thread with decay passes is named uslab-bg; serving the export only,
+ * uslab-export. */
+static int bg_threads(void)
+{
+	return named_threads(0, "uslab-bg");
+}
+
+static int export_threads(void)
+{
+	return named_threads(0, "uslab-export");
+}
+
+/* Wait (bounded) until count() == want. */
+static bool wait_count(int (*count)(void), int want, double seconds)
 {
 	double t0 = check_now();
-	while (bg_threads() != want) {
+	while (count() != want) {
 		if (check_now() - t0 > seconds)
 			return false;
 		sleep_ms(5);
 	}
 	return true;
+}
+
+/* Wait (bounded) until bg_threads() == want. */
+static bool wait_threads(int want, double seconds)
+{
+	return wait_count(bg_threads, want, seconds);
 }
 
 static bool running(void)
@@ -122,6 +165,9 @@ static bool wait_clean(double seconds)
 	return true;
 }
 
+/* How long run_self() lets a child run before it kills it. */
+static double run_self_limit = 20;
+
 /* Run this program with args in a child (USLAB_OPTIONS += extra); its
  * exit status and how long it took. */
 static int run_self(const char *const *args, const char *extra, double *secs)
@@ -152,10 +198,10 @@ static int run_self(const char *const *args, const char *extra, double *secs)
 		CHECK(w >= 0);
 		if (w == pid)
 			break;
-		if (check_now() - t0 > 20) {
+		if (check_now() - t0 > run_self_limit) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);
-			check_fail(__FILE__, __LINE__, "child", "%s did not exit within 20 s", args[0]);
+			check_fail(__FILE__, __LINE__, "child", "%s did not exit within %.0f s", args[0], run_self_limit);
 		}
 		sleep_ms(2);
 	}
@@ -230,19 +276,32 @@ static void test_api(void)
 
 /* ---- USLAB_OPTIONS ----------------------------------------------------------------- */
 
-static int option_child(bool want)
+/* want: '1' a thread with decay passes, 's' one that only serves the
+ * export, '0' none. */
+static int option_child(char want)
 {
-	CHECKF(!running() && bg_threads() == 0, "a thread before the first allocation");
+	CHECKF(!running() && bg_threads() == 0 && export_threads() == 0, "a thread before the first allocation");
 	void *x = uslab_malloc(100);   /* init, then a slow path: the safe point */
 	CHECK(x != NULL);
 	uslab_free(x);
-	if (want) {
+	struct bg_stats st;
+	if (want == '1') {
 		CHECKF(wait_threads(1, 2.0), "background_thread given, %d threads after a slow path", bg_threads());
-		CHECK(running());
+		bg_get_stats(&st);
+		CHECK(st.running && st.decay);
+		CHECK(export_threads() == 0);
 		CHECK_EQ(page_purge_delay_ms, 150);
+	} else if (want == 's') {
+		CHECKF(wait_count(export_threads, 1, 2.0), "export given, %d uslab-export threads after a slow path",
+		       export_threads());
+		bg_get_stats(&st);
+		CHECK(st.running && !st.decay && bg_threads() == 0);
+		sleep_ms(50);
+		bg_get_stats(&st);
+		CHECKF(st.passes == 0, "a serving thread ran %llu decay passes", (unsigned long long)st.passes);
 	} else {
 		sleep_ms(50);
-		CHECKF(!running() && bg_threads() == 0, "background_thread=0, yet a thread");
+		CHECKF(!running() && bg_threads() == 0 && export_threads() == 0, "background_thread=0, yet a thread");
 	}
 	return 0;
 }
@@ -257,13 +316,18 @@ static void test_option(void)
 		{ "background_thread=1 decay_ms=150", "1" },
 		{ "background_thread=0 decay_ms=150", "0" },
 		{ "decay_ms=150", "0" },
+		{ "export decay_ms=150", "s" },
+		{ "export background_thread decay_ms=150", "1" },
+		{ "export background_thread=0 decay_ms=150", "0" },
 	};
 	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		double secs;
 		const char *args[] = { "option-child", cases[i].want, NULL };
 		int st = run_self(args, cases[i].opts, &secs);
 		CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "USLAB_OPTIONS='%s': child status 0x%x", cases[i].opts, st);
-		printf("    USLAB_OPTIONS='%s': %s thread\n", cases[i].opts, cases[i].want[0] == '1' ? "a" : "no");
+		printf("    USLAB_OPTIONS='%s': %s\n", cases[i].opts,
+		       cases[i].want[0] == '1' ? "a thread (uslab-bg)" : cases[i].want[0] == 's' ? "a serving thread (uslab-export)"
+												: "no thread");
 	}
 }
 
@@ -429,13 +493,19 @@ static void *stop_thread(void *arg)
 }
 
 /* MODE: sleeping (no deadline), busy (passes every 10 ms and a thread
- * churning), export (asleep on the export's futex), stopping (another
+ * churning), export (asleep on the export's futex), serve (export alone:
+ * the thread only serves, asleep on the export's futex), stopping (another
  * thread stops it meanwhile), main (main returns while the thread runs). */
 static int exit_child(const char *mode)
 {
 	page_purge_delay_ms = !strcmp(mode, "busy") ? 0 : 100;
-	CHECK(uslab_background_thread(1) == 0);
+	if (strcmp(mode, "serve"))
+		CHECK(uslab_background_thread(1) == 0);
 	burst(4 * MiB, 11);
+	if (!strcmp(mode, "serve")) {
+		CHECKF(wait_count(export_threads, 1, 3.0), "export alone: no uslab-export thread");
+		sleep_ms(20);   /* asleep by now */
+	}
 	pthread_t t;
 	if (!strcmp(mode, "busy")) {
 		atomic_store(&exit_churn_on, true);
@@ -460,7 +530,7 @@ static int exit_child(const char *mode)
 
 static void test_exit_any_thread(void)
 {
-	static const char *const modes[] = { "sleeping", "busy", "export", "stopping", "main" };
+	static const char *const modes[] = { "sleeping", "busy", "export", "serve", "stopping", "main" };
 	char stamp[64];
 	snprintf(stamp, sizeof stamp, "/tmp/uslab-bg-exit-%d", (int)getpid());
 	setenv("BG_EXIT_STAMP", stamp, 1);
@@ -468,7 +538,7 @@ static void test_exit_any_thread(void)
 		const char *args[] = { "exit-child", modes[i], NULL };
 		double secs;
 		unlink(stamp);
-		int st = run_self(args, !strcmp(modes[i], "export") ? "export" : NULL, &secs);
+		int st = run_self(args, !strcmp(modes[i], "export") || !strcmp(modes[i], "serve") ? "export" : NULL, &secs);
 		double gone = check_now(), called = 0;
 		CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 7, "exit while the thread is %s: status 0x%x", modes[i], st);
 		FILE *f = fopen(stamp, "r");
@@ -484,10 +554,304 @@ static void test_exit_any_thread(void)
 	unsetenv("BG_EXIT_STAMP");
 }
 
+/* ---- the export's serving thread under stress ------------------------------------------- */
+
+static void nap_us(unsigned us)
+{
+	struct timespec ts = { 0, (long)us * 1000L };
+	nanosleep(&ts, NULL);
+}
+
+/* This process's export header, mapped as uslabinfo maps it. */
+static struct export_header *map_export(void)
+{
+	const char *path = uslab_export_path();
+	CHECK(path != NULL);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	CHECKF(fd >= 0, "open %s: %s", path, strerror(errno));
+	void *m = mmap(NULL, sizeof(struct export_header), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	close(fd);
+	return m;
+}
+
+/* A request as uslabinfo posts it (req, then wake and FUTEX_WAKE); its number. */
+static uint64_t post_request(struct export_header *h)
+{
+	uint64_t r = atomic_fetch_add(&h->req, 1) + 1;
+	atomic_fetch_add(&h->wake, 1);
+	syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+	return r;
+}
+
+static bool wait_ack(struct export_header *h, uint64_t r, double seconds)
+{
+	double t0 = check_now();
+	while ((int64_t)(atomic_load_explicit(&h->ack, memory_order_acquire) - r) < 0) {
+		if (check_now() - t0 > seconds)
+			return false;
+		nap_us(200);
+	}
+	return true;
+}
+
+/* Wait (bounded) until the header's `bg` is bits and the slow-path hook is
+ * set (or not) as a served export wants. */
+static bool wait_served(struct export_header *h, uint32_t bits, double seconds)
+{
+	double t0 = check_now();
+	while (atomic_load(&h->bg) != bits || (atomic_load(&slab_slow_hook) == NULL) != (bits != 0)) {
+		if (check_now() - t0 > seconds)
+			return false;
+		sleep_ms(2);
+	}
+	return true;
+}
+
+/* A command through the mailbox, as uslabinfo posts it; readers share the
+ * slot (claimed by CAS). */
+static void post_command(struct export_header *h, uint32_t op, const char *cache, const char *key, uint64_t value)
+{
+	struct export_cmd *c = &h->cmd;
+	double t0 = check_now();
+	for (uint32_t st = CMD_EMPTY; !atomic_compare_exchange_strong(&c->state, &st, CMD_CLAIMED); st = CMD_EMPTY) {
+		CHECKF(check_now() - t0 < 20, "the mailbox stayed in state %u for 20 s", st);
+		nap_us(200);
+	}
+	atomic_store(&c->owner, (int32_t)getpid());
+	c->op = op;
+	snprintf(c->cache, sizeof c->cache, "%s", cache);
+	snprintf(c->key, sizeof c->key, "%s", key);
+	c->value = value;
+	atomic_store_explicit(&c->state, CMD_POSTED, memory_order_release);
+	post_request(h);
+	uint32_t st;
+	while ((st = atomic_load_explicit(&c->state, memory_order_acquire)) != CMD_DONE) {
+		CHECKF(check_now() - t0 < 20, "command %u on '%s' not done in 20 s (state %u, bg %u)", op, cache, st,
+		       atomic_load(&h->bg));
+		nap_us(200);
+	}
+	CHECKF(c->err == 0, "command %u on '%s': error %d: %s", op, cache, c->err, c->msg);
+	if (op == EXPORT_OP_VALIDATE)
+		CHECKF(c->result == 0, "validate '%s': %lld problems", cache, (long long)c->result);
+	atomic_store(&c->state, CMD_EMPTY);
+}
+
+static _Atomic bool serve_stop, readers_stop;   /* workers, readers: stop */
+static _Atomic uint64_t serve_requests, serve_commands, serve_rounds;
+static struct uslab_cache *serve_stable;
+
+/* Cache churn (every create and destroy refreshes the snapshot), objects
+ * of a cache the readers' commands act on, and the malloc family. */
+static void *serve_worker(void *arg)
+{
+	unsigned id = (unsigned)(uintptr_t)arg;
+	uint64_t seed = 77 + id;
+	void *held[128];
+	for (unsigned round = 0; !atomic_load(&serve_stop); round++) {
+		char name[32];
+		snprintf(name, sizeof name, "serve_w%u_%u", id, round % 4);
+		struct uslab_cache *c = uslab_cache_create(name, 32 + rnd_next(&seed) % 512, 0, USLAB_NO_MERGE, NULL);
+		CHECK(c != NULL);
+		unsigned n = 1 + (unsigned)(rnd_next(&seed) % 128);
+		for (unsigned i = 0; i < n; i++)
+			CHECK((held[i] = uslab_cache_alloc(c)) != NULL);
+		for (unsigned i = 0; i < 16; i++) {
+			void *x = uslab_cache_alloc(serve_stable);
+			CHECK(x != NULL);
+			memset(x, 0x5a, 200);
+			uslab_cache_free(serve_stable, x);
+			void *m = uslab_malloc(16 + rnd_next(&seed) % 2000);
+			CHECK(m != NULL);
+			uslab_free(m);
+		}
+		for (unsigned i = 0; i < n; i++)
+			uslab_cache_free(c, held[i]);
+		destroy_silently(c);
+		atomic_fetch_add_explicit(&serve_rounds, 1, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+/* uslabinfo, in a thread: refresh requests (each must be answered) and now
+ * and then a command (shrink, set; validate only once the workers have
+ * stopped: its walk of the page descriptors races with new slabs, which
+ * test_mixed.c's USLAB_MIXED_VALIDATE_IN_USE describes). */
+static void *serve_reader(void *arg)
+{
+	uint64_t seed = 991 + (uintptr_t)arg;
+	struct export_header *h = map_export();
+	for (unsigned i = 0; !atomic_load(&readers_stop); i++) {
+		if (i % 8 == 7) {
+			if (rnd_chance(&seed, 50))
+				post_command(h, EXPORT_OP_SHRINK, "serve_stable", "", 0);
+			else
+				post_command(h, EXPORT_OP_SET, "serve_stable", "min_partial", 1 + rnd_next(&seed) % 8);
+			atomic_fetch_add_explicit(&serve_commands, 1, memory_order_relaxed);
+			continue;
+		}
+		uint64_t r = post_request(h);
+		CHECKF(wait_ack(h, r, 20.0), "request %llu not answered in 20 s (ack %llu, bg %u)", (unsigned long long)r,
+		       (unsigned long long)atomic_load(&h->ack), atomic_load(&h->bg));
+		atomic_fetch_add_explicit(&serve_requests, 1, memory_order_relaxed);
+		if (rnd_chance(&seed, 50))
+			nap_us(100);
+	}
+	munmap(h, sizeof *h);
+	return NULL;
+}
+
+/* A child forked while the serving thread and every other thread run: no
+ * thread and no file until its first allocation slow path; then a file
+ * named by its own pid, served by its own thread. */
+static void serve_fork_child(void)
+{
+	alarm(60);
+	struct bg_stats st;
+	bg_get_stats(&st);
+	CHECKF(!st.running && st.pending, "forked child: running %d pending %d", st.running, st.pending);
+	CHECK(uslab_export_path() == NULL);
+	burst(256 * 1024, 5);   /* slow paths */
+	char want[64];
+	snprintf(want, sizeof want, "/" EXPORT_PREFIX "%d" EXPORT_SUFFIX, (int)getpid());
+	double t0 = check_now();
+	while (!uslab_export_path() || !strstr(uslab_export_path(), want)) {
+		CHECKF(check_now() - t0 < 5, "forked child: no export file of its own");
+		sleep_ms(2);
+	}
+	CHECKF(wait_count(export_threads, 1, 5.0), "forked child: %d uslab-export threads", export_threads());
+	struct export_header *h = map_export();
+	CHECK(h->pid == (int)getpid());
+	CHECKF(wait_served(h, EXPORT_BG_SERVE, 5.0), "forked child: bg %u", atomic_load(&h->bg));
+	uint64_t r = post_request(h);
+	CHECKF(wait_ack(h, r, 5.0), "forked child: request not answered");
+	exit(0);   /* the destructors remove the child's file */
+}
+
+static int serve_child(void)
+{
+	alarm(240);
+	malloc_init_once();   /* init (the export file), then a slow path: the thread starts */
+	CHECKF(uslab_export_path() != NULL, "run with USLAB_OPTIONS=export");
+	CHECKF(wait_count(export_threads, 1, 5.0), "export alone: %d uslab-export threads", export_threads());
+	CHECK(bg_threads() == 0);
+	struct export_header *h = map_export();
+	CHECKF(wait_served(h, EXPORT_BG_SERVE, 5.0), "bg %u, slow-path hook %p", atomic_load(&h->bg),
+	       (void *)atomic_load(&slab_slow_hook));
+	struct bg_stats st, st2;
+	bg_get_stats(&st);
+	CHECK(st.running && !st.decay);
+	uint64_t r = post_request(h);
+	CHECKF(wait_ack(h, r, 5.0), "an idle process's request not answered in 5 s");
+	bg_get_stats(&st2);
+	CHECK(st2.serves > st.serves && st2.passes == 0);
+	serve_stable = uslab_cache_create("serve_stable", 200, 0, USLAB_NO_MERGE, NULL);
+	CHECK(serve_stable != NULL);
+
+	enum { W = 2, R = 2 };
+	pthread_t w[W], rd[R];
+	atomic_store(&serve_stop, false);
+	atomic_store(&readers_stop, false);
+	for (int i = 0; i < W; i++)
+		CHECK(pthread_create(&w[i], NULL, serve_worker, (void *)(uintptr_t)i) == 0);
+	for (int i = 0; i < R; i++)
+		CHECK(pthread_create(&rd[i], NULL, serve_reader, (void *)(uintptr_t)i) == 0);
+
+	/* phase 1: serving only, with forks */
+	for (int k = 0; k < SCALE(3, 2); k++) {
+		sleep_ms(SCALE(150, 300));
+		fflush(NULL);
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0)
+			serve_fork_child();
+		int status;
+		double t0 = check_now();
+		while (waitpid(pid, &status, WNOHANG) != pid) {
+			CHECKF(check_now() - t0 < 60, "forked child %d did not exit in 60 s", (int)pid);
+			sleep_ms(2);
+		}
+		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forked child: status 0x%x", status);
+		CHECK(wait_served(h, EXPORT_BG_SERVE, 1.0));   /* the parent's thread goes on */
+	}
+	uint64_t after1 = atomic_load(&serve_requests);
+
+	/* phase 2: the thread's role switched (decay too) and the thread stopped
+	 * (served by slow paths meanwhile) while everything runs */
+	for (int round = 0; round < SCALE(20, 8); round++) {
+		CHECK(uslab_background_thread(1) == 0);
+		bg_get_stats(&st);
+		CHECK(st.running && st.decay);
+		CHECKF(wait_served(h, EXPORT_BG_SERVE | EXPORT_BG_DECAY, 5.0), "round %d: bg %u", round, atomic_load(&h->bg));
+		CHECKF(wait_count(bg_threads, 1, 5.0), "round %d: %d uslab-bg threads", round, bg_threads());
+		sleep_ms(10);
+		CHECK(uslab_background_thread(0) == 0);
+		bg_get_stats(&st);
+		CHECK(!st.running);
+		/* stopped: not served, and the slow path polls again at once */
+		CHECKF(atomic_load(&h->bg) == 0 && atomic_load(&slab_slow_hook) != NULL, "round %d: bg %u hook %p", round,
+		       atomic_load(&h->bg), (void *)atomic_load(&slab_slow_hook));
+		sleep_ms(10);
+	}
+	/* the readers first: with the thread stopped, the workers' slow paths
+	 * answer their last requests */
+	atomic_store(&readers_stop, true);
+	for (int i = 0; i < R; i++)
+		pthread_join(rd[i], NULL);
+	atomic_store(&serve_stop, true);
+	for (int i = 0; i < W; i++)
+		pthread_join(w[i], NULL);
+	CHECK(atomic_load(&serve_requests) > after1 && after1 > 0 && atomic_load(&serve_commands) > 0);
+
+	/* no thread: a request is served on an allocation slow path */
+	r = post_request(h);
+	double t0 = check_now();
+	while (!wait_ack(h, r, 0.01)) {
+		CHECKF(check_now() - t0 < 10, "no thread: a request not served by slow paths in 10 s");
+		burst(64 * 1024, 3);
+	}
+	/* and the thread again, serving at once; validate, now that all is quiet */
+	CHECK(uslab_background_thread(1) == 0);
+	CHECK(wait_served(h, EXPORT_BG_SERVE | EXPORT_BG_DECAY, 5.0));
+	r = post_request(h);
+	CHECK(wait_ack(h, r, 5.0));
+	post_command(h, EXPORT_OP_VALIDATE, "", "", 0);
+	CHECK(uslab_background_thread(0) == 0);
+	printf("    %llu requests, %llu commands answered; %llu worker rounds; %d forks\n",
+	       (unsigned long long)atomic_load(&serve_requests), (unsigned long long)atomic_load(&serve_commands),
+	       (unsigned long long)atomic_load(&serve_rounds), SCALE(3, 2));
+	fflush(stdout);
+	CHECK_EQ(cache_active(serve_stable), 0);
+	destroy_silently(serve_stable);
+	munmap(h, sizeof *h);
+	return 0;
+}
+
+static void test_serve_stress(void)
+{
+	const char *args[] = { "serve-child", NULL };
+	double secs;
+	run_self_limit = UNDER_SANITIZER ? 150 : 60;
+	int st = run_self(args, "export", &secs);
+	run_self_limit = 20;
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve-child: status 0x%x", st);
+}
+
 /* ---- the idle child of test_uslabinfo_idle.sh --------------------------------------------- */
 
-static int idle_child(long n)
+/* Has stdin's writer gone (without reading or blocking)? */
+static bool stdin_closed(void)
 {
+	struct pollfd p = { .fd = 0, .events = POLLIN };
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	char b;
+	return (p.revents & (POLLHUP | POLLERR)) || read(0, &b, 1) <= 0;
+}
+
+static int idle_child(long n, const char *mode)
+{
+	alarm(300);   /* a last bound if the test that started us is gone */
 	struct uslab_cache *c = uslab_cache_create("idle_a", 100, 0, USLAB_NO_MERGE, NULL);
 	CHECK(c != NULL);
 	void **v = calloc((size_t)n + 1, sizeof *v);
@@ -500,12 +864,54 @@ static int idle_child(long n)
 	cache_info(c, &info);
 	if (!info.sheaf_capacity)
 		uslab_cache_shrink(c);
+	struct uslab_cache *b = NULL;
+	if (!strcmp(mode, "spin")) {
+		b = uslab_cache_create("spin_b", 64, 0, USLAB_NO_MERGE, NULL);
+		CHECK(b != NULL);
+		void *x = uslab_cache_alloc(b);   /* the slow path, once: from now on the fast path */
+		CHECK(x != NULL);
+		uslab_cache_free(b, x);
+	}
+	pid_t forked = 0;
+	if (!strcmp(mode, "fork")) {
+		fflush(NULL);
+		forked = fork();
+		CHECK(forked >= 0);
+		if (forked == 0) {
+			alarm(300);
+			/* the child: one allocation slow path (a size class this thread
+			 * never used) makes its own export file and restarts its thread */
+			void *x = uslab_malloc(3000);
+			CHECK(x != NULL);
+			forked = 0;
+			mode = "read";
+		}
+	}
+	if (forked > 0) {
+		/* the parent: waits for the child, blocked in waitpid */
+		int st;
+		CHECK(waitpid(forked, &st, 0) == forked);
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	}
 	printf("READY %d %llu\n", (int)getpid(), (unsigned long long)cache_active(c));
 	fflush(stdout);
-	/* idle: no allocation until stdin closes */
-	char b;
-	while (read(0, &b, 1) > 0)
-		;
+	/* from here on: no allocation slow path until stdin closes */
+	if (!strcmp(mode, "sleep")) {
+		while (!stdin_closed())
+			sleep_ms(50);
+	} else if (!strcmp(mode, "spin")) {
+		for (unsigned long i = 1;; i++) {
+			void *x = uslab_cache_alloc(b);
+			*(volatile char *)x = (char)i;
+			uslab_cache_free(b, x);
+			if (!(i & 0xffff) && stdin_closed())
+				break;
+		}
+	} else {
+		char ch;
+		while (read(0, &ch, 1) > 0)
+			;
+	}
 	for (long i = 0; i < n; i++)
 		uslab_cache_free(c, v[i]);
 	free(v);
@@ -515,11 +921,13 @@ static int idle_child(long n)
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "idle-child"))
-		return idle_child(atol(argv[2]));
+		return idle_child(atol(argv[2]), argc >= 4 ? argv[3] : "read");
 	if (argc >= 3 && !strcmp(argv[1], "option-child"))
-		return option_child(argv[2][0] == '1');
+		return option_child(argv[2][0]);
 	if (argc >= 3 && !strcmp(argv[1], "exit-child"))
 		return exit_child(argv[2]);
+	if (argc >= 2 && !strcmp(argv[1], "serve-child"))
+		return serve_child();
 	check_init("test_bgthread");
 	malloc_init_once();
 	RUN(test_api);
@@ -527,5 +935,6 @@ int main(int argc, char **argv)
 	RUN(test_fork_threaded);
 	RUN(test_fork_stopped);
 	RUN(test_exit_any_thread);
+	RUN(test_serve_stress);
 	return 0;
 }

@@ -9,9 +9,10 @@
 # the 2.1 text (library and tool) parses with the kernel's column rules;
 # --set changes cpu_partial in the child; -v validates in the child; -s
 # shrinks; bad input (no such pid, a pid that exports nothing, a stale file,
-# a malformed --set, a file of another user) gives one line and a non-zero
-# exit, quickly; `run --` reports a program after it exits; show_stats
-# prints at exit; a reader of another user (nobody, when we are root) is
+# a malformed --set, a file of another user, a process with export on that
+# never loaded uslab) gives one line and a non-zero exit, quickly; `run --`
+# reports a program after it exits (and says that a program that exported
+# nothing must load uslab); show_stats prints at exit; a reader of another user (nobody, when we are root) is
 # refused. Every wait is bounded.
 set -u
 TOOL=$1
@@ -182,6 +183,9 @@ bad() {  # bad NAME EXPECTED-REGEX CMD...
 bad "no such pid" "no process with pid" "$TOOL" -p 999999999
 sleep 30 & QUIET=$!
 bad "pid without export" "exports no statistics" "$TOOL" -p $QUIET
+USLAB_OPTIONS=export sleep 30 & NOUSLAB=$!
+bad "export on, uslab not loaded" "runs with USLAB_OPTIONS=export but has no export file: .*must load uslab" "$TOOL" -p $NOUSLAB
+kill $NOUSLAB 2>/dev/null; wait $NOUSLAB 2>/dev/null
 bad "malformed --set" "expected NAME:KEY=VALUE" "$TOOL" -p "$PID" --set obs_a-cpu_partial
 bad "malformed --set value" "VALUE must be a decimal" "$TOOL" -p "$PID" --set obs_a:cpu_partial=x1
 bad "unknown --set key" "KEY must be" "$TOOL" -p "$PID" --set obs_a:colour=1
@@ -253,7 +257,8 @@ timeout 60 "$TOOL" run -A -- "$API" print table >"$WORK/run2.out" 2>&1 || fail "
 grep -q "^obs_a  *1000  *1000 " "$WORK/run2.out" || fail "run -A: $(cat "$WORK/run2.out")"
 timeout 20 "$TOOL" run -- sh -c 'exit 3' >"$WORK/run3.out" 2>&1; rc=$?
 [ $rc -eq 3 ] || fail "run: exit status $rc, want 3"
-grep -q "exported no statistics" "$WORK/run3.out" || fail "run non-uslab: $(cat "$WORK/run3.out")"
+grep -q "exported no statistics: it never initialised uslab. The program must load uslab" "$WORK/run3.out" \
+	|| fail "run non-uslab: $(cat "$WORK/run3.out")"
 timeout 20 "$TOOL" run -- /nonexistent/cmd >"$WORK/run4.out" 2>&1; rc=$?
 [ $rc -eq 127 ] && grep -q "cannot run" "$WORK/run4.out" || fail "run missing cmd: $rc $(cat "$WORK/run4.out")"
 pass "run -- CMD: final report after exit (JSON, -A), exit status passed on"

@@ -11,6 +11,14 @@
  * (from the file's final snapshot, which uslabinfo holds open, so the file
  * being removed at exit does not matter). The exit status is CMD's.
  *
+ * Live numbers: a process that exports runs a uslab thread that sleeps on
+ * a futex in the export file until a reader wakes it, so every process is
+ * answered within a millisecond or two, whatever it is doing. Without that
+ * thread (background_thread=0, uslab_background_thread(0), or before the
+ * process's first allocation slow path) the process answers on its next
+ * allocation slow path only, and the header's `bg` says so: then a reader
+ * that gets no answer prints how old the snapshot is and why.
+ *
  * Reading and controlling are owner-only: the export file is mode 0600 and
  * owned by the process's user; uslabinfo refuses a process or a file of
  * another user, a file with group/other permissions, and a stale file (the
@@ -116,10 +124,11 @@ static void usage(FILE *f)
 		"      --timeout SECONDS  how long to wait for the process to answer (default 2)\n"
 		"  -h, --help             this text\n"
 		"\n"
-		"A process with a background thread (USLAB_OPTIONS=background_thread) answers at\n"
-		"once; others answer on their next allocation slow path, and one that does not\n"
-		"allocate shows its last snapshot (its age and why are printed). Commands it does\n"
-		"not take within --timeout are withdrawn.\n");
+		"A process that exports answers at once: its uslab thread (uslab-export, or\n"
+		"uslab-bg with background_thread) sleeps until asked. Run with background_thread=0\n"
+		"it has no thread and answers on its next allocation slow path only; one that\n"
+		"takes none shows its last snapshot (its age and why are printed). Commands it\n"
+		"does not take within --timeout are withdrawn.\n");
 }
 
 /* ---- time ------------------------------------------------------------------ */
@@ -198,6 +207,35 @@ static int export_dirs(int pid, char dirs[3][PATH_MAX])
 	}
 	snprintf(dirs[n++], PATH_MAX, "%s", EXPORT_SHM_DIR);
 	return n;
+}
+
+/* Does the process's environment (as it started) turn the export on? */
+static bool env_has_export(int pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/environ", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	static char env[65536];
+	ssize_t len = read(fd, env, sizeof env - 1);
+	close(fd);
+	if (len <= 0)
+		return false;
+	env[len] = 0;
+	for (ssize_t i = 0; i < len; i += (ssize_t)strlen(env + i) + 1) {
+		if (strncmp(env + i, "USLAB_OPTIONS=", 14))
+			continue;
+		/* space-separated tokens, as options.c reads them */
+		for (const char *p = env + i + 14; *p;) {
+			size_t n = strcspn(p, " \t");
+			if (n == 6 && !strncmp(p, "export", 6))
+				return true;
+			p += n;
+			p += strspn(p, " \t");
+		}
+	}
+	return false;
 }
 
 /* The directory a process started by us will export to (as export.c). */
@@ -351,6 +389,11 @@ static void open_target(struct target *t, int pid)
 		if (!lstat(t->path, &st))
 			found = i;
 	}
+	if (found < 0 && env_has_export(pid))
+		die(1, "pid %d (%s) runs with USLAB_OPTIONS=export but has no export file: it has not initialised uslab "
+		    "(the program must load uslab: link it with libuslab, or preload libuslab-malloc.so, as uslab-run "
+		    "does), it is a forked child that has not allocated since the fork, or it could not make the file "
+		    "(see its standard error)", pid, comm);
 	if (found < 0)
 		die(1, "pid %d (%s) exports no statistics: start it with USLAB_OPTIONS=export, or under 'uslabinfo run --'",
 		    pid, comm);
@@ -626,19 +669,20 @@ static void print_header_line(const struct target *t)
 	       t->h.dropped ? " (some caches did not fit the file)" : "");
 }
 
-/* Why the snapshot is old, and how to get live numbers. */
+/* Why the snapshot is old. */
 static void stale_note(const struct target *t)
 {
 	uint64_t now = now_ns();
 	double age = t->h.snap_ns && now > t->h.snap_ns ? (double)(now - t->h.snap_ns) / 1e9 : 0;
 	fflush(stdout);
-	if (atomic_load(&t->h.bg))
-		warnx("pid %d: snapshot %.1f s old: its background thread did not answer within %.1f s "
-		      "(the process may be stopped or very busy)", t->pid, age, o.timeout);
+	if (atomic_load(&t->h.bg) & EXPORT_BG_SERVE)
+		warnx("pid %d: snapshot %.1f s old: its uslab thread did not answer within %.1f s "
+		      "(the process may be stopped, or its allocator locks held that long)", t->pid, age, o.timeout);
 	else
-		warnx("pid %d: snapshot %.1f s old: the process refreshes it on its allocation slow path and took "
-		      "none within %.1f s (it is idle); start it with USLAB_OPTIONS=background_thread for live numbers",
-		      t->pid, age, o.timeout);
+		warnx("pid %d: snapshot %.1f s old: the process has no uslab thread to answer (it runs with "
+		      "background_thread=0, called uslab_background_thread(0), or has not allocated since it started "
+		      "or forked), so it refreshes the snapshot on its allocation slow path only, and took none "
+		      "within %.1f s", t->pid, age, o.timeout);
 }
 
 static void print_table(const struct target *t)
@@ -845,11 +889,12 @@ static void print_json(const struct target *t, bool fresh)
 	uint32_t st = t->h.state;
 	printf("{\"pid\":%d,\"comm\":", t->h.pid);
 	json_str(t->h.comm);
-	printf(",\"state\":\"%s\",\"fresh\":%s,\"snapshot_age_ms\":%" PRIu64 ",\"background_thread\":%s,"
-	       "\"dropped\":%u,",
+	uint32_t bg = atomic_load(&t->h.bg);
+	printf(",\"state\":\"%s\",\"fresh\":%s,\"snapshot_age_ms\":%" PRIu64 ",\"serving_thread\":%s,"
+	       "\"background_thread\":%s,\"dropped\":%u,",
 	       st == EXPORT_FINAL ? "exited" : st == EXPORT_LIVE ? "running" : "not_started", fresh ? "true" : "false",
 	       t->h.snap_ns && now > t->h.snap_ns ? (now - t->h.snap_ns) / 1000000 : 0,
-	       atomic_load(&t->h.bg) ? "true" : "false", t->h.dropped);
+	       bg & EXPORT_BG_SERVE ? "true" : "false", bg & EXPORT_BG_DECAY ? "true" : "false", t->h.dropped);
 	printf("\"process\":{\"segments\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64 ",\"used_bytes\":%" PRIu64
 	       ",\"dirty_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64 ",\"free_blocks\":[",
 	       p->segments, p->mapped_bytes, p->used_bytes, p->dirty_bytes, p->rss_bytes);
@@ -1029,14 +1074,40 @@ static int report_pid(int pid)
 
 /* ---- listing ------------------------------------------------------------------------ */
 
+/* One line of the listing. */
+struct listed {
+	int pid;
+	char path[PATH_MAX + 64];
+	const char *state;
+	int fd;                     /* open while we wait for its answer */
+	struct export_header *map;  /* its header, mapped to post a request, or NULL */
+	uint64_t req;               /* the request posted */
+};
+
+/* Read a file's header; its state for the listing. */
+static const char *listed_state(int fd, int pid, struct export_header *h)
+{
+	memset(h, 0, sizeof *h);
+	ssize_t got = pread(fd, h, sizeof *h, 0);
+	h->comm[sizeof h->comm - 1] = 0;
+	if (got != (ssize_t)sizeof *h || check_layout(h))
+		return "invalid";
+	uint64_t stt = proc_starttime(pid);
+	if (!exporter_alive(fd) || (h->starttime && stt != h->starttime))
+		return "stale";
+	return h->state == EXPORT_LIVE ? "running" : h->state == EXPORT_FINAL ? "exited" : "starting";
+}
+
+/* This user's exporting processes. Those whose uslab thread serves are
+ * asked for a fresh snapshot first (all at once, then at most half a
+ * second's wait in all), so that the cache counts are current; the others
+ * show their last snapshot's. */
 static int list_exporters(void)
 {
 	char dirs[3][PATH_MAX];
 	int nd = export_dirs(0, dirs), shown = 0;
-	if (!o.json)
-		printf("%7s %-16s %6s %-8s %s\n", "PID", "COMMAND", "CACHES", "STATE", "FILE");
-	else
-		printf("[");
+	struct listed *v = NULL;
+	size_t n = 0, cap = 0;
 	for (int d = 0; d < nd; d++) {
 		DIR *dir = opendir(dirs[d]);
 		if (!dir)
@@ -1047,39 +1118,65 @@ static int list_exporters(void)
 			char tail[16];
 			if (sscanf(e->d_name, EXPORT_PREFIX "%d%15s", &pid, tail) != 2 || strcmp(tail, EXPORT_SUFFIX))
 				continue;
-			char path[PATH_MAX + 64];
-			snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+			if (n == cap) {
+				cap = cap ? 2 * cap : 16;
+				v = realloc(v, cap * sizeof *v);
+				if (!v)
+					die(1, "out of memory");
+			}
+			struct listed *l = &v[n];
+			memset(l, 0, sizeof *l);
+			l->pid = pid;
+			l->fd = -1;
+			snprintf(l->path, sizeof l->path, "%s/%s", dirs[d], e->d_name);
 			struct stat st;
-			if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			if (lstat(l->path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
 				continue;   /* other users' files are none of our business */
-			int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0)
+			l->fd = open(l->path, (st.st_mode & 077 ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC);
+			if (l->fd < 0)
 				continue;
 			struct export_header h;
-			const char *state = "invalid";
-			memset(&h, 0, sizeof h);
-			if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && !check_layout(&h)) {
-				bool alive = exporter_alive(fd);
-				uint64_t stt = proc_starttime(pid);
-				if (!alive || (h.starttime && stt != h.starttime))
-					state = "stale";
-				else
-					state = h.state == EXPORT_LIVE ? "running" : h.state == EXPORT_FINAL ? "exited" : "starting";
-			}
-			close(fd);
-			if (o.json) {
-				printf("%s{\"pid\":%d,\"comm\":", shown ? "," : "", pid);
-				json_str(h.comm);
-				printf(",\"caches\":%u,\"state\":\"%s\",\"path\":", h.nr_records, state);
-				json_str(path);
-				printf("}");
-			} else {
-				printf("%7d %-16s %6u %-8s %s\n", pid, h.comm, h.nr_records, state, path);
-			}
-			shown++;
+			l->state = listed_state(l->fd, pid, &h);
+			n++;
+			if (strcmp(l->state, "running") || !(h.bg & EXPORT_BG_SERVE) || (st.st_mode & 077))
+				continue;
+			void *m = mmap(NULL, sizeof h, PROT_READ | PROT_WRITE, MAP_SHARED, l->fd, 0);
+			if (m == MAP_FAILED)
+				continue;
+			l->map = m;
+			l->req = atomic_fetch_add(&l->map->req, 1) + 1;
+			wake_process(l->map);
 		}
 		closedir(dir);
 	}
+	uint64_t end = now_ns() + (uint64_t)((o.timeout < 0.5 ? o.timeout : 0.5) * 1e9);
+	for (size_t i = 0; i < n; i++)
+		while (v[i].map && (int64_t)(atomic_load_explicit(&v[i].map->ack, memory_order_acquire) - v[i].req) < 0 &&
+		       atomic_load(&v[i].map->state) == EXPORT_LIVE && now_ns() < end)
+			sleep_ms(1);
+	if (!o.json)
+		printf("%7s %-16s %6s %-8s %s\n", "PID", "COMMAND", "CACHES", "STATE", "FILE");
+	else
+		printf("[");
+	for (size_t i = 0; i < n; i++) {
+		struct listed *l = &v[i];
+		struct export_header h;
+		l->state = listed_state(l->fd, l->pid, &h);
+		if (l->map)
+			munmap(l->map, sizeof h);
+		close(l->fd);
+		if (o.json) {
+			printf("%s{\"pid\":%d,\"comm\":", shown ? "," : "", l->pid);
+			json_str(h.comm);
+			printf(",\"caches\":%u,\"state\":\"%s\",\"path\":", h.nr_records, l->state);
+			json_str(l->path);
+			printf("}");
+		} else {
+			printf("%7d %-16s %6u %-8s %s\n", l->pid, h.comm, h.nr_records, l->state, l->path);
+		}
+		shown++;
+	}
+	free(v);
 	if (o.json)
 		printf("]\n");
 	else if (!shown)
@@ -1193,8 +1290,15 @@ static int run_cmd(char **argv)
 			unlink(t.path);
 		if (!map_file(&t) || check_layout(t.hdr))
 			warnx("%s exited without a readable export", argv[0]);
-		else if (atomic_load(&t.hdr->state) == EXPORT_RESERVED)
-			warnx("%s exported no statistics (it did not use uslab, or is not linked with it)", argv[0]);
+		else if (atomic_load(&t.hdr->state) == EXPORT_RESERVED) {
+			const char *pre = getenv("LD_PRELOAD");
+			warnx("%s exported no statistics: it never initialised uslab. The program must load uslab: "
+			      "link it with libuslab (or libuslab-malloc), or preload the malloc family "
+			      "(uslab-run, or LD_PRELOAD=.../libuslab-malloc.so; %s%s%s); a program that loads it but "
+			      "exits before its first allocation from uslab exports nothing either",
+			      argv[0], pre && *pre ? "LD_PRELOAD is '" : "LD_PRELOAD is not set",
+			      pre && *pre ? pre : "", pre && *pre ? "'" : "");
+		}
 		else {
 			if (atomic_load(&t.hdr->state) != EXPORT_FINAL)
 				warnx("%s died before its final snapshot (%s %d); showing its last snapshot", argv[0],
