@@ -155,14 +155,33 @@ USLAB_API void uslab_cache_free(struct uslab_cache *cache, void *obj);
  */
 USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
 
+/* Per-CPU modes, the values of the "cpu_mode" tunable (and of
+ * USLAB_OPTIONS="slub_cpu_mode=NAME", NAME:cpu_mode=NAME). */
+#define USLAB_CPU_CLASSIC 0  /* "classic": SLUB's CPU slab and CPU partial lists (2011) */
+#define USLAB_CPU_SHEAVES 1  /* "sheaves": per-CPU object arrays and a barn (SLUB+Q 2010, Linux 7.0) */
+#define USLAB_CPU_HOME    2  /* "home": owned slabs, remote frees batched home (the default) */
+#define USLAB_CPU_SLQB    3  /* "slqb": SLQB as compared in 2009: home's slabs and a LIFO object queue */
+
 /*
  * Tunables, at run time, as the kernel's /sys/kernel/slab/<cache>/ files:
- *   "sheaf_capacity"  objects per sheaf (0..508). Each thread that uses the
- *                  cache holds two sheaves (main and spare): allocation pops
- *                  and free pushes there without touching the object or its
- *                  slab. 0 is classic mode: SLUB's CPU slab and CPU partial
- *                  lists (the 2011 design). Debug caches are always 0.
- *                  Threads switch at their next slow path;
+ *   "cpu_mode"     the per-CPU layer (USLAB_CPU_*). Each thread switches at
+ *                  its next allocation slow path, giving back what it held
+ *                  in the old mode. Debug caches have no per-CPU layer and
+ *                  take only USLAB_CPU_CLASSIC;
+ *   "freebatch"    home, slqb: objects a thread gathers for another
+ *                  thread's slabs before it sends them in one batch; slqb:
+ *                  also the objects a queue flush moves (1..65535; SLQB's
+ *                  default: 256 for 64..1024-byte objects, more below, less
+ *                  above);
+ *   "hiwater"      slqb: objects the queue holds before a flush (4 x
+ *                  freebatch by default);
+ *   "sheaf_capacity"  sheaves: objects per sheaf (0..508). Each thread that
+ *                  uses the cache holds two sheaves (main and spare):
+ *                  allocation pops and free pushes there without touching
+ *                  the object or its slab. 0 with cpu_mode sheaves is
+ *                  classic mode (what 0 meant before there were modes).
+ *                  Debug caches are always 0. Threads switch at their next
+ *                  slow path;
  *   "barn_full", "barn_empty"  full and empty sheaves the cache's barn keeps
  *                  (0..1024): full sheaves freed by one thread wait there
  *                  for threads that allocate;
@@ -253,7 +272,16 @@ USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
 	X(BARN_GET,              "full sheaf taken from the barn") \
 	X(BARN_GET_FAIL,         "no full sheaf in the barn") \
 	X(BARN_PUT,              "full sheaf put in the barn") \
-	X(BARN_PUT_FAIL,         "barn had no room for a full sheaf")
+	X(BARN_PUT_FAIL,         "barn had no room for a full sheaf") \
+	X(FREE_REMOTE,           "free of another CPU part's object, into this part's remote batch") \
+	X(FLUSH_RFREE_LIST,      "remote batch sent to its owner's inbox (one atomic)") \
+	X(FLUSH_RFREE_LIST_OBJECTS, "objects in the remote batches sent") \
+	X(CLAIM_REMOTE_LIST,     "inbox of remote frees taken by its owner") \
+	X(CLAIM_REMOTE_LIST_OBJECTS, "objects in the inboxes taken") \
+	X(FLUSH_FREE_LIST,       "SLQB: object queue above hiwater flushed") \
+	X(FLUSH_FREE_LIST_OBJECTS, "SLQB: objects flushed from the queue to their slabs or owners") \
+	X(SLAB_OWN,              "slab taken by a CPU part to own (node list or new)") \
+	X(SLAB_DISOWN,           "slab given up by its owner (to the node list, or freed)")
 
 enum uslab_stat_item {
 #define USLAB_X_ENUM(n, d) USLAB_STAT_##n,
@@ -278,9 +306,12 @@ USLAB_API const char *uslab_stat_desc(enum uslab_stat_item item);
  *   2: adds cpu_slabs, cpu_queue, has_ctor;
  *   3: events[] has USLAB_STAT_EVENTS_MAX entries (the stat items after
  *      ALLOC_FAILED are new in 3), adds the sheaf fields; cpu_queue is
- *      always 0 (the CPU object queue was replaced by sheaves).
+ *      always 0 (the CPU object queue was replaced by sheaves);
+ *   4: adds cpu_mode, freebatch, hiwater, owned_slabs and the totals of
+ *      allocations and frees (allocs, allocs_fast, frees, frees_fast),
+ *      which mean the same in every per-CPU mode.
  */
-#define USLAB_CACHE_INFO_VERSION 3
+#define USLAB_CACHE_INFO_VERSION 4
 
 /* A snapshot of one cache. Fill `version` with USLAB_CACHE_INFO_VERSION. */
 struct uslab_cache_info {
@@ -319,22 +350,28 @@ struct uslab_cache_info {
 	uint64_t barn_full;        /* full sheaves in the barn now */
 	uint64_t barn_empty;       /* empty sheaves in the barn now */
 	uint64_t barn_objects;     /* objects in the barn now (counted as active) */
+	/* ---- version 4 ---- */
+	unsigned cpu_mode;         /* USLAB_CPU_* the cache's CPU parts run */
+	unsigned freebatch;        /* home, slqb: remote batch size (tunable "freebatch") */
+	unsigned hiwater;          /* slqb: queue bound (tunable "hiwater") */
+	uint64_t owned_slabs;      /* home, slqb: slabs CPU parts own now */
+	/* Totals, whatever the mode: every allocation and free the program made
+	 * through the cache (single, bulk, any path; KFENCE-sampled objects are
+	 * in active_objects only), and of those the ones the fast paths did.
+	 * allocs_fast = ALLOC_FASTPATH + ALLOC_PCS, allocs = that + ALLOC_SLOWPATH
+	 * + ALLOC_BULK; frees likewise. */
+	uint64_t allocs, allocs_fast, frees, frees_fast;
 };
 
 /*
  * Fill `info`. Returns 0, or -1 with errno EINVAL (NULL argument or unknown
  * version).
  *
- * Counters of live threads are read without stopping them. Fast-path
- * allocations are not counted but derived: ALLOC_PCS from what entered a
- * thread's sheaves less what they hold now (exact for every thread, up to
- * the moment of reading), ALLOC_FASTPATH from what entered a classic CPU
- * free list less its length. Another live thread's free list cannot be
- * walked, so its objects count as allocated (as the kernel's slabinfo
- * counts CPU slabs as full) until that thread's next slow path or exit.
- * active_objects is what the program holds: allocations less frees.
- * Objects in sheaves and barns are free to the program but in use to the
- * slabs (sheaf_objects, barn_objects).
+ * Counters of live threads are read without stopping them (each is a
+ * moment old; exact once they are quiet). active_objects is what the
+ * program holds: allocations less frees. Objects in sheaves, barns, SLQB
+ * queues and the remote batches on their way to their owners are free to
+ * the program but in use to the slabs (sheaf_objects, barn_objects).
  */
 USLAB_API int uslab_cache_get_info(struct uslab_cache *cache, struct uslab_cache_info *info);
 

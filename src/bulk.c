@@ -12,6 +12,11 @@
  * one CAS per slab (freezing full ones onto the CPU partial list, as
  * single frees would).
  *
+ * Home and slqb modes (cpu_home.c): alloc_bulk pops the current slab's
+ * list (or the queue) in one loop; free_bulk frees each object as a single
+ * free would: to its owned slab, into the remote batch (one atomic per
+ * batch), or onto the queue.
+ *
  * Debug caches and threads without a CPU part go one object at a time.
  * Allocation is all or nothing; every freed object gets the checks of a
  * single free, and the caller's array is left as it was.
@@ -43,17 +48,16 @@ static size_t classic_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, siz
 		/* in locals: the stores to objs[] could alias the CPU part */
 		void *x = c->freelist;
 		const uintptr_t base = c->slab_base, span = c->slab_span;
-		size_t start = i;
 		while (i < nr && x) {
 			void **where = (void **)((char *)x + offset);
 			void *next = (void *)((uintptr_t)*where ^ (USLAB_HARDENED ? key ^ __builtin_bswap64((uintptr_t)where) : 0));
 			if (unlikely(next && (uintptr_t)next - base >= span))
 				slab_bad_freelist(s, x, next);
+			*where = NULL;   /* the double-free mark (slab.h) */
 			objs[i++] = x;
 			x = next;
 		}
 		c->freelist = x;
-		cpu_count(&c->fl_in, -(uint64_t)(i - start));
 		if (i < nr && !cpu_slab_refill(s, c)) {
 			/* nothing stays allocated: count what was taken, give it back */
 			stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
@@ -93,7 +97,12 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		}
 		return nr;
 	}
-	got = c->sheaf_cap ? sheaf_alloc_bulk(s, c, nr, objs) : classic_alloc_bulk(s, c, nr, objs);
+	switch (c->mode) {
+	case CPU_SHEAVES: got = sheaf_alloc_bulk(s, c, nr, objs); break;
+	case CPU_CLASSIC: got = classic_alloc_bulk(s, c, nr, objs); break;
+	default:          got = home_alloc_bulk(s, c, nr, objs); break;
+	}
+	cpu_idle(c);
 	if (!got) {
 		memset(objs, 0, nr * sizeof(void *));
 		return 0;
@@ -121,6 +130,7 @@ static void classic_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t
 		if ((uintptr_t)x - base < span) {
 			if (unlikely(x == head || x == cfree))
 				slab_bad_free(s, c->slab, x, "double free");
+			fp_check_free(s, c->slab, x);   /* twice in this batch, or free already */
 			set_freepointer(s, x, head);
 			if (!head)
 				tail = x;
@@ -139,7 +149,6 @@ static void classic_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t
 	if (cnt) {
 		set_freepointer(s, tail, c->freelist);
 		c->freelist = head;
-		cpu_count(&c->fl_in, cnt);
 	}
 }
 
@@ -172,6 +181,8 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 			}
 			if (unlikely(opt.hardened) && !live_clear(x))
 				slab_bad_free(named, slab, x, "double free");
+			if (!s->debug && (!c || c->mode == CPU_SHEAVES))
+				fp_check_free(s, slab, x);   /* (the other modes check as they link it) */
 			if (!c) {
 				if (s->debug) {   /* through every debug check, which counts it */
 					slab_debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
@@ -187,12 +198,15 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		}
 		if (!k)
 			continue;
-		if (c->sheaf_cap)
-			sheaf_free_bulk(s, c, k, chunk);
-		else
-			classic_free_bulk(s, c, k, chunk);
+		switch (c->mode) {
+		case CPU_SHEAVES: sheaf_free_bulk(s, c, k, chunk); break;
+		case CPU_CLASSIC: classic_free_bulk(s, c, k, chunk); break;
+		default:          home_free_bulk(s, c, k, chunk); break;
+		}
 		freed += k;
 	}
+	if (c)
+		cpu_idle(c);
 	if (freed)
 		stat_add(s, c, USLAB_STAT_FREE_BULK, freed);
 }

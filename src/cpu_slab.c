@@ -134,7 +134,7 @@ void cpu_slab_put_partial(struct uslab_cache *s, struct cpu_cache *c, struct sla
  * onto the slab's list, unfreeze it, and put it on the node list if it has
  * free objects (or free it if it is empty and the node has enough).
  */
-static void deactivate_slab(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *freelist)
+void cpu_slab_deactivate(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *freelist)
 {
 	struct node *n = &s->node;
 	unsigned nfree = 0;
@@ -144,7 +144,6 @@ static void deactivate_slab(struct uslab_cache *s, struct cpu_cache *c, struct s
 		if (unlikely(++nfree > slab->objects))
 			slab_bad_freelist(s, p, get_freepointer(s, p));
 	}
-	cpu_count(&c->fl_in, -(uint64_t)nfree);
 	uint64_t new = unfreeze(s, c, slab, freelist, tail, nfree, &prior);
 	if (prior)
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_REMOTE_FREES);
@@ -176,7 +175,7 @@ void cpu_slab_flush(struct uslab_cache *s, struct cpu_cache *c)
 		cpu_set_slab(s, c, NULL);
 		c->freelist = NULL;
 		stat_inc(s, c, USLAB_STAT_CPUSLAB_FLUSH);
-		deactivate_slab(s, c, slab, fl);
+		cpu_slab_deactivate(s, c, slab, fl);
 	}
 	unfreeze_partials(s, c);
 }
@@ -195,7 +194,6 @@ static void *take_frozen_list(struct uslab_cache *s, struct cpu_cache *c, struct
 			return NULL;
 	} while (!slab_cas(slab, &old, fc_make(NULL, slab->objects, true)) &&
 		 (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
-	cpu_count(&c->fl_in, slab->objects - fc_inuse(old));
 	return fl;
 }
 
@@ -256,7 +254,7 @@ bool cpu_slab_refill(struct uslab_cache *s, struct cpu_cache *c)
 		/* full: unfrozen, on no list, until a free freezes it again */
 		cpu_set_slab(s, c, NULL);
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_BYPASS);
-		deactivate_slab(s, c, slab, NULL);
+		cpu_slab_deactivate(s, c, slab, NULL);
 	}
 	while ((slab = pop_partial(c)) != NULL) {
 		fl = take_frozen_list(s, c, slab);   /* frozen slabs only gain objects: never empty */
@@ -266,7 +264,7 @@ bool cpu_slab_refill(struct uslab_cache *s, struct cpu_cache *c)
 			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_ALLOC);
 			return true;
 		}
-		deactivate_slab(s, c, slab, NULL);
+		cpu_slab_deactivate(s, c, slab, NULL);
 	}
 	fl = get_partial_node(s, c);
 	if (fl) {
@@ -276,7 +274,6 @@ bool cpu_slab_refill(struct uslab_cache *s, struct cpu_cache *c)
 	slab = slab_new(s, c, &fl);
 	if (!slab)
 		return false;
-	cpu_count(&c->fl_in, slab->objects);
 	cpu_set_slab(s, c, slab);
 	c->freelist = fl;
 	return true;
@@ -293,7 +290,7 @@ void *cpu_slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
 	if (unlikely(!cpu_next_ok(c, next)))
 		slab_bad_freelist(s, x, next);
 	c->freelist = next;
-	cpu_count(&c->fl_in, -1);
+	cpu_fp_scrub(c, x);
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLOWPATH);
 	return x;
 }
@@ -308,7 +305,6 @@ void cpu_slab_free_slow(struct uslab_cache *s, struct cpu_cache *c, struct slab 
 			slab_bad_free(s, slab, x, "double free");
 		set_freepointer(s, x, c->freelist);
 		c->freelist = x;
-		cpu_count(&c->fl_in, 1);
 		return;
 	}
 	slab_free_chain(s, c, slab, x, x, 1, TUNE(s, cpu_partial) != 0);

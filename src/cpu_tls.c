@@ -1,22 +1,32 @@
 /*
  * The CPU part, thread-local backend: each thread has an array of CPU parts
- * indexed by cache id, and one by kmalloc class, reached through one
- * initial-exec TLS block (the cheapest TLS access from a shared library;
- * see DESIGN.md). A true per-CPU backend (rseq) can replace this file
- * behind cpu_this()/cpu_get().
+ * indexed by cache id, one by kmalloc class and one by size / 8, reached
+ * through one initial-exec TLS block (the cheapest TLS access from a shared
+ * library; see docs/design.md). A true per-CPU backend (rseq) can replace
+ * this file behind cpu_this()/cpu_get().
  *
- * Every pointer a fast path loads starts at cpu_empty, a part with no
- * sheaf room and no free list, so that the first operation of a thread on
- * a cache takes the slow path without a NULL test on the fast path; the
- * TLS block's initial image points there.
+ * Every pointer a fast path loads starts at cpu_empty, a part with nothing
+ * to pop and no room to push, so that the first operation of a thread on a
+ * cache takes the slow path without a NULL test on the fast path; the TLS
+ * block's initial image points there. Its tag (CPU_TAG_NONE) is on no slab.
  *
  * A thread's parts are created on its first slow path in each cache and
- * handed back when the thread exits (a pthread key destructor): full
- * sheaves go to the barn, other objects to their slabs, CPU slabs are
- * deactivated, counters folded into the cache. Objects the thread
- * allocated stay valid and can be freed by anyone. After that the thread
- * has no CPU part: allocations and frees it still makes (other
+ * handed back when the thread exits (a pthread key destructor): flushed
+ * (full sheaves to the barn, other objects to their slabs, owned slabs to
+ * the node list), counters folded into the cache, and kept on the cache's
+ * cpu_dead list rather than freed: a remote freer may still hold a pointer
+ * to one (cpu_home.c), so parts live as long as their cache. The next
+ * thread that needs a part of that cache takes one from there. Objects the
+ * thread allocated stay valid and can be freed by anyone. After that the
+ * thread has no CPU part: allocations and frees it still makes (other
  * destructors) take the CPU-less slow paths.
+ *
+ * fork: the child has one thread; the others' parts stay behind, with what
+ * they held. The child settles them at its first slow path after the fork
+ * (cpu_fork_settle): each is flushed and put on cpu_dead, as if its thread
+ * had exited, unless its thread was inside a slow path at the fork (busy:
+ * its private state may be half changed), which is left alone and leaks
+ * what it holds (bounded by what one thread holds of that cache).
  */
 #include "kmalloc.h"
 
@@ -25,18 +35,25 @@
 /* A sheaf with no room: cpu_empty's objs, whose objects[-1] (guard) is NULL. */
 static struct sheaf empty_sheaf;
 
-struct cpu_cache cpu_empty __attribute__((aligned(CACHE_LINE))) = { .objs = empty_sheaf.objects };
+struct cpu_cache cpu_empty __attribute__((aligned(2 * CACHE_LINE))) = { .objs = empty_sheaf.objects,
+									 .mode = CPU_NR_MODES };
 
 static struct cpu_cache *const cpu_empty_kparts[KMALLOC_CLASSES_MAX] = {
 	[0 ... KMALLOC_CLASSES_MAX - 1] = &cpu_empty,
 };
+static struct cpu_cache *const cpu_empty_ksize[KMALLOC_SIZES_MAX] = {
+	[0 ... KMALLOC_SIZES_MAX - 1] = &cpu_empty,
+};
 _Static_assert(KMALLOC_CLASSES_MAX == KMALLOC_NR_CLASSES, "one kparts entry per kmalloc class");
+_Static_assert(KMALLOC_SIZES_MAX == KMALLOC_SMALL_MAX / 8 + 1, "one ksize entry per 8 bytes of small sizes");
 
 /* The image every thread's block starts from (its relocations are applied
  * before any thread's TLS is set up, also when libuslab is dlopen'ed). */
 __thread struct cpu_tls cpu_tls __attribute__((tls_model("initial-exec"))) = {
 	.fast = { [0 ... CPU_TLS_FAST - 1] = &cpu_empty },
 	.kparts = (struct cpu_cache **)cpu_empty_kparts,
+	.ksize = (struct cpu_cache **)cpu_empty_ksize,
+	.tag = CPU_TAG_NONE,
 };
 
 static pthread_key_t cpu_key;
@@ -47,56 +64,130 @@ static void tls_reset(void)
 	for (unsigned i = 0; i < CPU_TLS_FAST; i++)
 		cpu_tls.fast[i] = &cpu_empty;
 	cpu_tls.kparts = (struct cpu_cache **)cpu_empty_kparts;
+	cpu_tls.ksize = (struct cpu_cache **)cpu_empty_ksize;
+	cpu_tls.tag = CPU_TAG_NONE;
 	cpu_tls.nslots = 0;
 	cpu_tls.slots = NULL;
 	cpu_tls.thread = NULL;
 	cpu_tls.kf_left = 0;
 }
 
-static void fold(_Atomic uint64_t *to, _Atomic uint64_t *from)
+static void fold(_Atomic uint64_t *to, uint64_t *from)
 {
-	uint64_t v = atomic_load_explicit(from, memory_order_relaxed);
+	uint64_t v = cpu_ctr(from);
 	if (v)
 		atomic_fetch_add_explicit(to, v, memory_order_relaxed);
-	atomic_store_explicit(from, 0, memory_order_relaxed);
+	__atomic_store_n(from, 0, __ATOMIC_RELAXED);
 }
 
 static void fold_stats(struct uslab_cache *s, struct cpu_cache *c)
 {
-	/* flushed: nothing is held, so the derived counts are exact */
-	atomic_fetch_add_explicit(&s->stat_gone[USLAB_STAT_ALLOC_FASTPATH], cpu_alloc_fastpath(c),
-				  memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->stat_gone[USLAB_STAT_ALLOC_PCS], cpu_alloc_pcs(c), memory_order_relaxed);
-	atomic_store_explicit(&c->fl_in, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->sh_in, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->stolen, 0, memory_order_relaxed);
+	fold(&s->stat_gone[USLAB_STAT_ALLOC_FASTPATH], &c->alloc_fast);
 	fold(&s->stat_gone[USLAB_STAT_FREE_FASTPATH], &c->free_fast);
+	fold(&s->stat_gone[USLAB_STAT_ALLOC_PCS], &c->alloc_pcs);
 	fold(&s->stat_gone[USLAB_STAT_FREE_PCS], &c->free_pcs);
-	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
-		fold(&s->stat_gone[i], &c->stat[i]);
+	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++) {
+		uint64_t v = atomic_load_explicit(&c->stat[i], memory_order_relaxed);
+		if (v)
+			atomic_fetch_add_explicit(&s->stat_gone[i], v, memory_order_relaxed);
+		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);
+	}
 }
 
-/* Flush c (its sheaves to the barn when `to_barn`), fold its counters into
- * its cache and unlink it. cache_mutex held. */
-static void cpu_detach_locked(struct cpu_cache *c, bool to_barn)
+static void list_unlink(struct cpu_cache **head, struct cpu_cache *c)
 {
-	struct uslab_cache *s = c->cache;
-	sheaf_flush_cpu(s, c, to_barn);
-	cpu_slab_flush(s, c);
-	fold_stats(s, c);
 	if (c->cprev)
 		c->cprev->cnext = c->cnext;
 	else
-		s->cpu_list = c->cnext;
+		*head = c->cnext;
 	if (c->cnext)
 		c->cnext->cprev = c->cprev;
 	c->cnext = c->cprev = NULL;
-	c->cache = NULL;
-	/* malloc's way to it: back to cpu_empty (the slots entry stays, an
-	 * orphan that cpu_get() reuses) */
-	for (unsigned i = 0; c->thread && i < KMALLOC_CLASSES_MAX; i++)
-		if (c->thread->kparts[i] == c)
-			c->thread->kparts[i] = &cpu_empty;
+}
+
+static void list_push(struct cpu_cache **head, struct cpu_cache *c)
+{
+	c->cprev = NULL;
+	c->cnext = *head;
+	if (*head)
+		(*head)->cprev = c;
+	*head = c;
+}
+
+/* malloc's ways to c, back to cpu_empty. */
+static void kparts_unregister(struct cpu_thread *t, struct cpu_cache *c)
+{
+	for (unsigned i = 0; t && i < KMALLOC_CLASSES_MAX; i++)
+		if (t->kparts[i] == c)
+			t->kparts[i] = &cpu_empty;
+	for (unsigned i = 0; t && i < KMALLOC_SIZES_MAX; i++)
+		if (t->ksize[i] == c)
+			t->ksize[i] = &cpu_empty;
+}
+
+/* Flush c (its sheaves to the barn when `to_barn`), fold its counters into
+ * its cache and unlink it from the live parts. `dead`: its thread is gone
+ * (exit, or a fork left it behind): it goes on the cache's cpu_dead list;
+ * else (destroy) it stays its thread's, an orphan cpu_get() reuses.
+ * cache_mutex held. */
+static void cpu_detach_locked(struct cpu_cache *c, bool to_barn, bool dead)
+{
+	struct uslab_cache *s = c->cache;
+	if (c->mode == CPU_SHEAVES)
+		sheaf_flush_cpu(s, c, to_barn);
+	slab_flush_cpu(s, c);
+	fold_stats(s, c);
+	list_unlink(&s->cpu_list, c);
+	if (dead) {
+		/* remote freers that still see it route through it (cpu_home.c) */
+		__atomic_store_n(&c->thread, NULL, __ATOMIC_RELAXED);
+		list_push(&s->cpu_dead, c);
+	} else {
+		kparts_unregister(c->thread, c);
+		c->cache = NULL;
+	}
+}
+
+static _Atomic bool fork_pending;        /* a fork child has parts of vanished threads to settle */
+static struct cpu_thread *fork_survivor; /* the thread that forked (set in the child handler; NULL if
+                                          * it had no cpu_thread yet) */
+/* Forks this process came through (child side): a cpu_thread made before
+ * the last one, other than the survivor's, belongs to a vanished thread. */
+static _Atomic uint32_t fork_gen;
+
+/* ---- thread tags ------------------------------------------------------------------ */
+/*
+ * A thread's tag marks the slabs it owns (slab->otag); the free fast path
+ * trusts a match, so no two live threads may share one. Tags are odd
+ * 32-bit numbers: exited threads' tags are reused first (up to TAG_KEEP of
+ * them are remembered), fresh ones counted up otherwise; if the count ever
+ * ran out, threads would get CPU_TAG_NONE (no fast local frees, every free
+ * through the slow path, which compares the owner part itself).
+ * cache_mutex protects them (thread start and exit only; fork.c takes it
+ * across fork).
+ */
+#define TAG_KEEP 1024
+static uint32_t tag_next = 1;            /* the next fresh tag's serial */
+static uint32_t tag_free[TAG_KEEP];      /* tags of exited threads */
+static unsigned tag_nfree;
+
+static uint32_t tag_get(void)
+{
+	uint32_t t = CPU_TAG_NONE;
+	pthread_mutex_lock(&cache_mutex);
+	if (tag_nfree)
+		t = tag_free[--tag_nfree];
+	else if (tag_next < (1U << 31))
+		t = tag_next++ << 1 | 1;
+	pthread_mutex_unlock(&cache_mutex);
+	return t;
+}
+
+/* Called once the thread owns no slab any more. cache_mutex held. */
+static void tag_put_locked(uint32_t t)
+{
+	if (t != CPU_TAG_NONE && tag_nfree < TAG_KEEP)
+		tag_free[tag_nfree++] = t;
 }
 
 static void cpu_thread_exit(void *arg)
@@ -112,9 +203,11 @@ static void cpu_thread_exit(void *arg)
 		if (c == &cpu_empty)
 			continue;
 		if (c->cache)
-			cpu_detach_locked(c, true);
-		slab_free_nocpu(&cache_cpu_cache, c);
+			cpu_detach_locked(c, true, true);   /* kept on its cache's cpu_dead */
+		else
+			slab_free_nocpu(&cache_cpu_cache, c);   /* an orphan: its cache is gone */
 	}
+	tag_put_locked(t->tag);   /* its slabs were all given up above */
 	pthread_mutex_unlock(&cache_mutex);
 	if (t->slots_block)
 		page_free(t->slots_block);
@@ -135,8 +228,12 @@ static struct cpu_thread *thread_create(void)
 	memset(t, 0, sizeof *t);
 	for (unsigned i = 0; i < KMALLOC_CLASSES_MAX; i++)
 		t->kparts[i] = &cpu_empty;
+	for (unsigned i = 0; i < KMALLOC_SIZES_MAX; i++)
+		t->ksize[i] = &cpu_empty;
 	for (unsigned i = 0; i < CPU_INLINE_SLOTS; i++)
 		t->inline_slots[i] = &cpu_empty;
+	t->tag = tag_get();
+	t->gen = atomic_load_explicit(&fork_gen, memory_order_relaxed);
 	/* pthread_setspecific may calloc (glibc, for keys past the first 32):
 	 * with the malloc family that comes back here; meanwhile this thread
 	 * has no CPU part and takes the CPU-less paths. */
@@ -144,12 +241,18 @@ static struct cpu_thread *thread_create(void)
 	int err = pthread_setspecific(cpu_key, t);
 	cpu_tls.creating = false;
 	if (err) {
+		pthread_mutex_lock(&cache_mutex);
+		tag_put_locked(t->tag);
+		pthread_mutex_unlock(&cache_mutex);
 		slab_free_nocpu(&cache_thread_cache, t);
 		return NULL;
 	}
 	cpu_tls.thread = t;
-	if (!opt.hardened)   /* hardened: the fast paths keep finding cpu_empty */
+	if (!opt.hardened) {   /* hardened: the fast paths keep finding cpu_empty */
 		cpu_tls.kparts = t->kparts;
+		cpu_tls.ksize = t->ksize;
+		cpu_tls.tag = t->tag;
+	}
 	cpu_tls.kf_left = kfence_interval ? kfence_next_skip() : 0;   /* KFENCE sampling starts */
 	return t;
 }
@@ -192,12 +295,81 @@ static bool slots_grow(struct cpu_thread *t, unsigned id)
 	return true;
 }
 
-/* If s is a kmalloc class's cache, make c malloc's part for that class. */
+/* If s is a kmalloc class's cache, make c malloc's part for that class
+ * (and for the sizes that map to it). */
 static void kparts_register(struct cpu_thread *t, struct uslab_cache *s, struct cpu_cache *c)
 {
-	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++)
-		if (kmalloc_caches[i] == s)
-			t->kparts[i] = c;
+	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++) {
+		if (kmalloc_caches[i] != s)
+			continue;
+		t->kparts[i] = c;
+		for (unsigned j = 0; j < KMALLOC_SIZES_MAX; j++)
+			if (kmalloc_idx_small[j] == i)
+				t->ksize[j] = c;
+	}
+}
+
+/* ---- fork ---------------------------------------------------------------------- */
+
+
+
+void cpu_fork_child(void)
+{
+	fork_survivor = cpu_tls.thread;
+	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+	atomic_store_explicit(&fork_pending, true, memory_order_relaxed);
+}
+
+/* The parts of the threads fork() left behind: flushed and put on
+ * cpu_dead, as at their exit, unless caught inside a slow path (busy). */
+static void cpu_fork_settle(void)
+{
+	/* trylock: a child whose fork left cache_mutex to a thread that does
+	 * not exist in it (fork.c) never settles; it only leaks */
+	if (pthread_mutex_trylock(&cache_mutex))
+		return;
+	if (atomic_load_explicit(&fork_pending, memory_order_relaxed)) {
+		atomic_store_explicit(&fork_pending, false, memory_order_relaxed);
+		for (struct uslab_cache *s = cache_list; s; s = s->next) {
+			for (struct cpu_cache *c = s->cpu_list, *nx; c; c = nx) {
+				nx = c->cnext;
+				if (c->thread == fork_survivor ||
+				    c->thread->gen == atomic_load_explicit(&fork_gen, memory_order_relaxed))
+					continue;   /* the survivor's, or made since the fork */
+				if (c->busy) {   /* half-changed state: leave it, with what it holds */
+					list_unlink(&s->cpu_list, c);
+					__atomic_store_n(&c->thread, NULL, __ATOMIC_RELAXED);
+					continue;
+				}
+				cpu_detach_locked(c, true, true);
+			}
+		}
+	}
+	pthread_mutex_unlock(&cache_mutex);
+}
+
+void cpu_fork_check(void)
+{
+	if (unlikely(atomic_load_explicit(&fork_pending, memory_order_relaxed)))
+		cpu_fork_settle();
+}
+
+/* ---- parts ----------------------------------------------------------------------- */
+
+/* A part for s: one left by an exited thread (its inbox routed first), or a
+ * new one. cache_mutex held. */
+static struct cpu_cache *part_get_locked(struct uslab_cache *s)
+{
+	struct cpu_cache *c = s->cpu_dead;
+	if (c) {
+		list_unlink(&s->cpu_dead, c);
+		home_drain_dead(s, c);
+		return c;
+	}
+	c = slab_alloc_nocpu(&cache_cpu_cache);
+	if (c)
+		memset(c, 0, sizeof *c);
+	return c;
 }
 
 struct cpu_cache *cpu_get(struct uslab_cache *s)
@@ -205,6 +377,7 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	struct cpu_thread *t = cpu_tls.thread;
 	if (cpu_tls.dead || cpu_tls.creating || s->internal || s->debug)
 		return NULL;
+	cpu_fork_check();
 	if (!t && !(t = thread_create()))
 		return NULL;
 	if (s->id >= t->nslots && !slots_grow(t, s->id))
@@ -214,38 +387,29 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 		kparts_register(t, s, c);   /* a class made an alias of s since */
 		return c;
 	}
+	pthread_mutex_lock(&cache_mutex);
 	if (c == &cpu_empty) {
-		c = slab_alloc_nocpu(&cache_cpu_cache);
-		if (!c)
+		c = part_get_locked(s);
+		if (!c) {
+			pthread_mutex_unlock(&cache_mutex);
 			return NULL;
-		memset(c, 0, sizeof *c);
-		c->thread = t;
+		}
 		t->slots[s->id] = c;
 		if (s->id < CPU_TLS_FAST && !opt.hardened)
 			cpu_tls.fast[s->id] = c;
 	}
-	/* A new part, or one left by a destroyed cache that had this id. */
-	pthread_mutex_lock(&cache_mutex);
-	c->freelist = NULL;
-	cpu_set_slab(s, c, NULL);
-	__atomic_store_n(&c->partial, NULL, __ATOMIC_RELAXED);   /* peeked by decay.c */
-	c->partial_free = 0;
-	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
-		atomic_store_explicit(&c->stat[i], 0, memory_order_relaxed);
-	atomic_store_explicit(&c->free_pcs, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->free_fast, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->fl_in, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->sh_in, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->stolen, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->spare_n, 0, memory_order_relaxed);
-	atomic_store_explicit(&c->flush_req, false, memory_order_relaxed);
-	sheaf_setup_cpu(s, c, TUNE(s, sheaf_capacity));
+	/* A new part, one left by an exited thread, or one left by a destroyed
+	 * cache that had this id: everything but its inbox (which remote
+	 * freers may be pushing to) starts afresh. */
+	memset(c, 0, offsetof(struct cpu_cache, inbox));
+	c->objs = cpu_empty.objs;
+	c->mode = CPU_NR_MODES;
+	c->offset = s->offset;
+	c->fp_key = s->fp_key;
+	c->divmagic = s->divmagic;
+	__atomic_store_n(&c->thread, t, __ATOMIC_RELAXED);
 	c->cache = s;
-	c->cprev = NULL;
-	c->cnext = s->cpu_list;
-	if (s->cpu_list)
-		s->cpu_list->cprev = c;
-	s->cpu_list = c;
+	list_push(&s->cpu_list, c);
 	pthread_mutex_unlock(&cache_mutex);
 	kparts_register(t, s, c);
 	return c;
@@ -262,6 +426,35 @@ struct cpu_cache *cpu_part(struct uslab_cache *s)
 
 void cpu_orphan_all(struct uslab_cache *s)
 {
-	while (s->cpu_list)
-		cpu_detach_locked(s->cpu_list, false);
+	/* Flush every live part first: a flush sends its remote batch to
+	 * another part's inbox, which may already be flushed. Then route what
+	 * reached every inbox (no batches from here on: nobody can push to a
+	 * part of a cache being destroyed, as no free of it may race with the
+	 * destroy). */
+	struct cpu_cache *flushed = NULL;
+	while (s->cpu_list) {
+		struct cpu_cache *c = s->cpu_list;
+		slab_flush_cpu(s, c);
+		fold_stats(s, c);
+		list_unlink(&s->cpu_list, c);
+		list_push(&flushed, c);
+	}
+	while (flushed) {
+		struct cpu_cache *c = flushed;
+		list_unlink(&flushed, c);
+		home_drain_dead(s, c);
+		kparts_unregister(c->thread, c);
+		c->cache = NULL;   /* an orphan in its thread's slots, for cpu_get() to reuse */
+	}
+	for (struct cpu_cache *c = s->cpu_dead; c; c = c->cnext)
+		home_drain_dead(s, c);
+}
+
+void cpu_free_dead(struct uslab_cache *s)
+{
+	while (s->cpu_dead) {
+		struct cpu_cache *c = s->cpu_dead;
+		list_unlink(&s->cpu_dead, c);
+		slab_free_nocpu(&cache_cpu_cache, c);
+	}
 }

@@ -21,11 +21,13 @@
  *   - the spare sheaf sits in an atomic slot: the taker exchanges it out
  *     (sheaf_take_spare), an owner that wants it meanwhile finds the slot
  *     empty and carries on;
- *   - for the rest (main, a classic CPU slab and partial list) the taker
- *     sets the part's flush_req, a hand-off the owner acknowledges on its
- *     next slow path (slab_cpu_enter) by giving everything back.
- * A thread blocked for good keeps at most its main sheaf per cache (and,
- * in classic mode, its CPU slab and partial list).
+ *   - for the rest (main, a classic CPU slab and partial list, the slabs a
+ *     home or slqb part owns) the taker sets the part's flush_req, a
+ *     hand-off the owner acknowledges on its next slow path
+ *     (slab_cpu_enter) by giving everything back.
+ * A thread blocked for good keeps at most its main sheaf per cache (in
+ * classic mode, its CPU slab and partial list; in home and slqb modes,
+ * the slabs it owns, and what others freed to its inbox).
  *
  * Locks: cache_mutex across a pass (the parts cannot go away), then node
  * and barn locks as the flushes take them; the page lock last. The pass
@@ -55,7 +57,8 @@ void mem_dirty_notify(void)
 static bool part_holds(struct cpu_cache *c)
 {
 	return __atomic_load_n(&c->n, __ATOMIC_RELAXED) || atomic_load_explicit(&c->spare_n, memory_order_relaxed) ||
-	       __atomic_load_n(&c->slab, __ATOMIC_RELAXED) || __atomic_load_n(&c->partial, __ATOMIC_RELAXED);
+	       __atomic_load_n(&c->slab, __ATOMIC_RELAXED) || __atomic_load_n(&c->partial, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&c->own_slabs, __ATOMIC_RELAXED) || atomic_load_explicit(&c->inbox, memory_order_relaxed);
 }
 
 /*
@@ -87,6 +90,9 @@ static bool decay_cache_locked(struct uslab_cache *s, bool all, struct cpu_cache
 		}
 		c->seen_ops = ops;
 	}
+	/* what remote freers sent to parts of exited threads since */
+	for (struct cpu_cache *c = s->cpu_dead; c; c = c->cnext)
+		home_drain_dead(s, c);
 	struct barn *b = &s->node.barn;
 	unsigned long gets = atomic_load_explicit(&b->gets, memory_order_relaxed);
 	bool barn_used = atomic_load_explicit(&b->nr_full, memory_order_relaxed) ||

@@ -506,6 +506,7 @@ static void fork_child(void)
 	}
 	release(NULL);
 	F.active = false;
+	cpu_fork_child();   /* the vanished threads' CPU parts: settled at the next slow path */
 }
 
 void fork_init(void)

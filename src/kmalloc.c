@@ -179,6 +179,17 @@ void *kmalloc_slow(size_t size)
 	return kmalloc_big(size, 0, NULL);
 }
 
+void *kmalloc_class_slow(size_t size, struct cpu_cache *c)
+{
+	void *caller = __builtin_return_address(0);   /* tail-called: the API call's */
+	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire)))
+		return kmalloc_slow(size);
+	struct uslab_cache *s = kmalloc_caches[kmalloc_index(size)];
+	if (unlikely(c->cache != s))
+		c = cpu_this(s);   /* cpu_empty: its first use; the slow path makes one */
+	return cpu_alloc_fast(s, c, size, caller);
+}
+
 void *kmalloc_big(size_t size, size_t align, bool *zeroed)
 {
 	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire))) {

@@ -40,35 +40,46 @@ static inline unsigned kmalloc_index(size_t size)
 	return size <= KMALLOC_SMALL_MAX ? kmalloc_idx_small[(size + 7) >> 3] : kmalloc_idx_big[(size + 127) >> 7];
 }
 
-/* Everything that is not a slab-class hit with the caches ready: the first
- * call (creates the caches), large and huge sizes, impossible sizes. */
+/* kmalloc() past its fast path: the class caches not made yet, a part
+ * to make or refill, KFENCE, large and huge sizes, impossible sizes. */
 USLAB_HIDDEN void *kmalloc_slow(size_t size);
+USLAB_HIDDEN void *kmalloc_class_slow(size_t size, struct cpu_cache *c);
 
 /*
- * The malloc fast path: size -> class (a table lookup), class -> this
- * thread's CPU part (cpu_tls.kparts, one load from TLS), part -> main
- * sheaf's top. Dependent loads: kparts (in parallel with the class table),
- * the part, the part's count and array (one line), the object pointer.
- * The part starts as cpu_empty (count 0): its first use, classic mode's
- * free list and the class caches' creation go through kmalloc_slow().
+ * The malloc fast path: size -> this thread's part for its class (up to
+ * KMALLOC_SMALL_MAX one load, indexed by size / 8, from the array the TLS
+ * block points at; above, through the class table), part -> pop. The part
+ * starts as cpu_empty (nothing to pop): its first use and the class
+ * caches' creation go through kmalloc_class_slow().
  */
 static inline __attribute__((always_inline)) void *kmalloc(size_t size)
 {
-	if (likely(size <= KMALLOC_MAX_SIZE)) {
-		unsigned i = kmalloc_index(size);
-		struct cpu_cache *c = cpu_tls.kparts[i];
-		uint32_t n = c->n;
-		if (likely(n) && likely(!cpu_tls.kf_left)) {   /* (KFENCE counting: below) */
-			void *x = c->objs[n - 1];
-			cpu_set_n(c, n - 1);
-			track_alloc(x, kmalloc_caches[i]->object_size);
+	struct cpu_cache *c;
+	if (likely(size <= KMALLOC_SMALL_MAX))
+		c = cpu_tls.ksize[(size + 7) >> 3];
+	else if (size <= KMALLOC_MAX_SIZE)
+		c = cpu_tls.kparts[kmalloc_idx_big[(size + 127) >> 7]];
+	else
+		return kmalloc_slow(size);
+	void *x = c->freelist;
+	if (likely(x != NULL) && likely(!cpu_tls.kf_left)) {   /* (KFENCE counting: the slow path) */
+		void *next = cpu_fp_get(c, x);
+		if (likely(cpu_next_ok(c, next))) {
+			c->freelist = next;
+			cpu_fp_scrub(c, x);
+			cpu_tick(&c->alloc_fast);
+			track_alloc(x, c->cache->object_size);
 			return x;
 		}
-		struct uslab_cache *s = kmalloc_caches[i];
-		if (likely(s != NULL))
-			return slab_alloc_fast_sized(s, size);
+	} else if (likely(c->n) && likely(!cpu_tls.kf_left)) {
+		uint32_t n = c->n - 1;
+		x = c->objs[n];
+		cpu_set_n(c, n);
+		cpu_tick(&c->alloc_pcs);
+		track_alloc(x, c->cache->object_size);
+		return x;
 	}
-	return kmalloc_slow(size);
+	return kmalloc_class_slow(size, c);
 }
 
 /* Usable bytes of object p of slab cache s: the whole stride (the free
@@ -83,14 +94,20 @@ static inline size_t kmalloc_obj_usable(struct uslab_cache *s, void *p)
 /* free() of anything that is not a slab object (p != NULL). */
 USLAB_HIDDEN void kfree_other(void *p, struct slab *d);
 
-static inline void kfree(void *p)
+/* free(): a slab this thread owns (home), any other live slab, or
+ * kfree_other() (large, huge, KFENCE, boot memory, misuse). */
+static inline __attribute__((always_inline)) void kfree(void *p)
 {
 	if (unlikely(!p))
 		return;
 	uintptr_t base;
 	struct slab *d = page_obj_lookup(p, &base);
+	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag)) {
+		home_free_fast(d, base, p);
+		return;
+	}
 	if (likely(page_kind(d) == PK_SLAB)) {
-		slab_free_fast_desc(d, base, p);
+		slab_free_fast_desc(NULL, d, base, p);
 		return;
 	}
 	kfree_other(p, d);

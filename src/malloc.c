@@ -76,17 +76,25 @@ static COLD void perturb_free(void *p)
 
 void *mf_malloc(size_t n)
 {
-	void *p = kmalloc(n);
 	if (unlikely(perturb_on()))
-		return perturb_alloc(p, n);
-	return p;
+		return perturb_alloc(kmalloc(n), n);
+	return kmalloc(n);   /* a tail call on every path */
+}
+
+static NOINLINE void perturb_kfree(void *p)
+{
+	if (p)
+		perturb_free(p);
+	kfree(p);
 }
 
 void mf_free(void *p)
 {
-	if (unlikely(perturb_on()) && p)
-		perturb_free(p);
-	kfree(p);
+	if (unlikely(perturb_on())) {
+		perturb_kfree(p);
+		return;
+	}
+	kfree(p);   /* its every way out a tail call: no frame here */
 }
 
 void *mf_calloc(size_t n, size_t size)

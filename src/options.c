@@ -22,6 +22,7 @@ struct uslab_opts opt = {
 	.max_order = SLUB_MAX_ORDER_DEFAULT,
 	.cpu_partial = -1,
 	.sheaf_capacity = -1,
+	.cpu_mode = -1,
 	.barn_full = -1,
 	.barn_empty = -1,
 };
@@ -35,6 +36,7 @@ struct uslab_opts opt = {
 	X("slub_min_objects", "slab_min_objects", UINT, min_objects, SLAB_MAX_OBJECTS) \
 	X("slub_cpu_partial", "slab_cpu_partial", UINT, cpu_partial, 65535) \
 	X("slub_sheaf_capacity", "slab_sheaf_capacity", UINT, sheaf_capacity, SHEAF_MAX_CAPACITY) \
+	X("slub_cpu_mode",    "slab_cpu_mode",    UINT, cpu_mode,    CPU_NR_MODES - 1) \
 	X("slub_barn_full",   "slab_barn_full",   UINT, barn_full,   BARN_MAX_SHEAVES) \
 	X("slub_barn_empty",  "slab_barn_empty",  UINT, barn_empty,  BARN_MAX_SHEAVES) \
 	X("show_stats",       "show_stats",       FLAG, show_stats,  1) \
@@ -150,7 +152,11 @@ static void parse_token(const char *tok, size_t n)
 	size_t klen = eq ? (size_t)(eq - tok) : n;
 	unsigned long v = 0;
 	bool has_val = eq != NULL;
-	if (has_val && !parse_ulong(eq + 1, n - klen - 1, &v)) {
+	int mode;
+	if (has_val && klen >= 8 && streq_n(eq - 8, 8, "cpu_mode") &&
+	    (mode = cpu_mode_parse(eq + 1, n - klen - 1)) >= 0)
+		v = (unsigned long)mode;   /* a mode by name: slub_cpu_mode=slqb, NAME:cpu_mode=home */
+	else if (has_val && !parse_ulong(eq + 1, n - klen - 1, &v)) {
 		warn(tok, n, "the value is not a decimal number");
 		return;
 	}
@@ -161,8 +167,8 @@ static void parse_token(const char *tok, size_t n)
 			return;
 		}
 		if (!cache_tune_known(colon + 1, keylen)) {
-			warn(tok, n, "unknown cache tunable (sheaf_capacity, barn_full, barn_empty, cpu_partial, "
-				     "min_partial, order)");
+			warn(tok, n, "unknown cache tunable (cpu_mode, sheaf_capacity, barn_full, barn_empty, "
+				     "cpu_partial, min_partial, order, freebatch, hiwater)");
 			return;
 		}
 		if (nr_cache_opts == CACHE_OPTS_MAX) {
@@ -207,6 +213,23 @@ void options_parse(const char *s)
 		if (s > t)
 			parse_token(t, (size_t)(s - t));
 	}
+}
+
+static const char *const mode_names[CPU_NR_MODES] = {
+	[CPU_CLASSIC] = "classic", [CPU_SHEAVES] = "sheaves", [CPU_HOME] = "home", [CPU_SLQB] = "slqb",
+};
+
+int cpu_mode_parse(const char *v, size_t n)
+{
+	for (unsigned m = 0; m < CPU_NR_MODES; m++)
+		if (streq_n(v, n, mode_names[m]))
+			return (int)m;
+	return -1;
+}
+
+const char *cpu_mode_name(unsigned mode)
+{
+	return mode < CPU_NR_MODES ? mode_names[mode] : "?";
 }
 
 void options_init(void)

@@ -171,7 +171,7 @@ static struct slab *take_block(unsigned order)
 	d->order = (uint8_t)order;
 	d->dirty = 0;
 	for (unsigned i = 0; i < n; i++)
-		seg->head[idx + i] = (uint16_t)idx;
+		seg->head[idx + i] = (uint16_t)(idx * sizeof(struct slab));
 	return d;
 }
 

@@ -46,8 +46,22 @@ struct slab {
 	 * frozen bit in one word, changed together by compare-and-swap. */
 	_Atomic uint64_t fc;
 	struct uslab_cache *cache;  /* slab: owning cache; NULL otherwise */
-	struct slab *next;          /* head: node/CPU partial list or free-list link */
-	struct slab *prev;          /* head: node partial list or free-list back link */
+	struct slab *next;          /* head: node/CPU partial list, an owner's list, or free-list link */
+	struct slab *prev;          /* head: node partial list, an owner's list, or free-list back link */
+	/* Ownership (cpu_home.c): the CPU part that owns this slab, or NULL,
+	 * and its thread's tag (otag, below). Written by the owner (relaxed
+	 * stores); remote freers read them relaxed and take any stale value
+	 * to the old owner's inbox, which re-routes. */
+	struct cpu_cache *_Atomic owner;
+	union {
+		uint64_t free_time;     /* free block: when freed (ms, os_now_ms) */
+		void *lfree;            /* owned slab: the owner's private free list (obfuscated links),
+		                         * objects it freed while the slab was not its current one */
+	};
+	/* The owner's thread tag, 0 if none: what the free fast path compares
+	 * with cpu_tls.tag, equal only for a live slab owned by the calling
+	 * thread (so it stands for the kind check there too). */
+	_Atomic uint32_t otag;
 	uint16_t objects;           /* slab: object slots */
 	_Atomic uint8_t kind;       /* head: enum page_kind; atomic: the page allocator reads a
 	                             * buddy's kind while its owner may change it (BUSY<->SLAB) */
@@ -55,18 +69,22 @@ struct slab {
 	uint8_t on_node;            /* slab: on the node partial list (node list_lock) */
 	uint8_t dirty;              /* free block: has pages not yet given back to the OS */
 	uint16_t pfree;             /* slab on a classic CPU partial list: the free objects it
-	                             * was counted with there (owner only) */
+	                             * was counted with there; owned slab: objects its owner has
+	                             * out (not on lfree nor its free list), owner only */
 	uint16_t cid;               /* slab: its cache's id, so that free() reaches the CPU part
 	                             * without loading the cache first */
-	uint64_t free_time;         /* free block: when freed (ms, os_now_ms) */
 } __attribute__((aligned(CACHE_LINE)));
 _Static_assert(sizeof(struct slab) == CACHE_LINE, "one descriptor per cache line");
+_Static_assert((SEG_PAGES - 1) * CACHE_LINE <= UINT16_MAX, "head[] holds descriptor offsets");
 
 
 struct segment {
-	/* Every page: the index of its block's head page. Apart from the
-	 * descriptors, dense (32 pages a line), so that finding an object's
-	 * slab misses on at most the head descriptor. */
+	/* Every page: its block's head page index times the descriptor size
+	 * (64), which is the head descriptor's offset from desc[0] and, shifted
+	 * by 6, the block's offset in the segment: the free fast path gets both
+	 * with an add and a shift. Apart from the descriptors, dense (32 pages
+	 * a line), so that finding an object's slab misses on at most the head
+	 * descriptor. */
 	uint16_t head[SEG_PAGES];
 	struct slab desc[SEG_PAGES] __attribute__((aligned(CACHE_LINE)));   /* one per page of the segment */
 	uint64_t magic;
@@ -117,7 +135,7 @@ static inline struct slab *page_obj_slab(const void *p)
 	if (unlikely(!(w & (1ULL << (si % 64)))))
 		return &page_foreign;
 	struct segment *seg = (struct segment *)(a & ~SEG_MASK);
-	return &seg->desc[seg->head[(a & SEG_MASK) >> PAGE_SHIFT]];
+	return (struct slab *)((char *)seg->desc + seg->head[(a & SEG_MASK) >> PAGE_SHIFT]);
 }
 
 /* page_obj_slab() that also gives the block's first byte (computed from
@@ -132,9 +150,9 @@ static inline struct slab *page_obj_lookup(const void *p, uintptr_t *base)
 	if (unlikely(!(w & (1ULL << (si % 64)))))
 		return &page_foreign;
 	struct segment *seg = (struct segment *)(a & ~SEG_MASK);
-	unsigned h = seg->head[(a & SEG_MASK) >> PAGE_SHIFT];
-	*base = (uintptr_t)seg + ((uintptr_t)h << PAGE_SHIFT);
-	return &seg->desc[h];
+	uintptr_t h = seg->head[(a & SEG_MASK) >> PAGE_SHIFT];   /* head index * 64 */
+	*base = (uintptr_t)seg + (h << (PAGE_SHIFT - 6));
+	return (struct slab *)((char *)seg->desc + h);
 }
 
 /* First byte of the block a head descriptor describes. */

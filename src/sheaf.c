@@ -309,16 +309,11 @@ void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn)
 	for (unsigned i = 0; i < 2; i++) {
 		if (!sh[i])
 			continue;
-		uint32_t n = sh[i]->size;
-		cpu_count(&c->sh_in, -(uint64_t)n);
-		if (n == sh[i]->cap && to_barn && barn_put_full(s, c, sh[i]))
+		if (sh[i]->size == sh[i]->cap && to_barn && barn_put_full(s, c, sh[i]))
 			continue;
 		sheaf_flush(s, c, sh[i]);
 		barn_put_empty(s, c, sh[i]);
 	}
-	/* without sheaves now: its next slow path sets it up again for the
-	 * cache's sheaf_capacity (at thread exit or destroy, none comes) */
-	c->sheaf_cap = 0;
 }
 
 /* ---- the slow paths ---------------------------------------------------------- */
@@ -334,7 +329,6 @@ static bool refill_main(struct uslab_cache *s, struct cpu_cache *c)
 	struct sheaf *full = barn_get_full(s, c, c->sheaf_cap);
 	if (full) {
 		struct sheaf *empty = take_main(c);
-		cpu_count(&c->sh_in, full->size);
 		set_main(c, full, full->size);
 		if (!sp) {
 			spare_put(c, empty);
@@ -349,7 +343,6 @@ static bool refill_main(struct uslab_cache *s, struct cpu_cache *c)
 	if (!got)
 		return false;
 	stat_add(s, c, USLAB_STAT_SHEAF_REFILL, got);
-	cpu_count(&c->sh_in, got);
 	cpu_set_n(c, got);
 	return true;
 }
@@ -366,7 +359,6 @@ void *sheaf_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
 	uint32_t n = c->n - 1;
 	void *x = c->objs[n];
 	cpu_set_n(c, n);
-	cpu_count(&c->sh_in, -1);
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLOWPATH);
 	return x;
 }
@@ -392,9 +384,7 @@ static void make_room(struct uslab_cache *s, struct cpu_cache *c)
 		struct sheaf *e = barn_get_empty(s, c, c->sheaf_cap);
 		if (e) {
 			struct sheaf *full = take_main(c);
-			uint32_t n = full->size;   /* once in the barn it is another thread's */
 			if (barn_put_full(s, c, full)) {
-				cpu_count(&c->sh_in, -(uint64_t)n);
 				set_main(c, e, 0);
 				return;
 			}
@@ -407,7 +397,6 @@ static void make_room(struct uslab_cache *s, struct cpu_cache *c)
 	uint32_t n = c->n;
 	slab_free_objects(s, c, c->objs, n, false);
 	stat_add(s, c, USLAB_STAT_SHEAF_FLUSH, n);
-	cpu_count(&c->sh_in, -(uint64_t)n);
 	cpu_set_n(c, 0);
 }
 
@@ -431,7 +420,6 @@ void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x)
 	}
 	c->objs[n] = x;
 	cpu_set_n(c, n + 1);
-	cpu_count(&c->sh_in, 1);
 }
 
 unsigned sheaf_take_spare(struct uslab_cache *s, struct cpu_cache *c)
@@ -440,7 +428,6 @@ unsigned sheaf_take_spare(struct uslab_cache *s, struct cpu_cache *c)
 	if (!sh)
 		return 0;
 	unsigned n = sh->size;
-	atomic_fetch_add_explicit(&c->stolen, n, memory_order_relaxed);
 	/* counted on the cache (NULL part): c's counters are its owner's */
 	if (n && n == sh->cap && barn_put_full(s, NULL, sh))
 		return n;
@@ -463,7 +450,6 @@ size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, v
 			for (size_t j = 0; j < k; j++)
 				objs[i + j] = c->objs[n - 1 - j];
 			cpu_set_n(c, n - (uint32_t)k);
-			cpu_count(&c->sh_in, -(uint64_t)k);
 			i += k;
 			continue;
 		}
@@ -505,7 +491,6 @@ void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 				c->objs[n++] = x;
 			}
 			cpu_set_n(c, n);
-			cpu_count(&c->sh_in, k);
 			i += k;
 			continue;
 		}

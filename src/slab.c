@@ -90,6 +90,16 @@ void *slab_freelist_corrupt(struct uslab_cache *s, const void *obj, const void *
 	slab_bad_freelist(s, obj, next);
 }
 
+void fp_double_free(struct uslab_cache *s, struct slab *slab, void *x)
+{
+	void *v = get_freepointer(s, x);
+	struct slab *d;
+	if (!v || ((d = page_obj_slab(v)) != &page_foreign && page_kind(d) == PK_SLAB && d->cache == s->real &&
+		   slab_obj_valid(s->real, d, v)))
+		slab_bad_free(s, slab, x, "double free");
+	/* noise that passed the filter: the object is live */
+}
+
 void *slab_hand_out(struct uslab_cache *s, void *x)
 {
 	if (unlikely(opt.hardened) && x && !s->internal && !live_set(x))
@@ -243,6 +253,10 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 	slab->objects = (uint16_t)objects;
 	slab->on_node = 0;
 	slab->next = slab->prev = NULL;
+	slab->lfree = NULL;
+	slab->pfree = 0;
+	atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
+	atomic_store_explicit(&slab->otag, 0, memory_order_relaxed);
 	if (s->debug)
 		debug_init_slab(s, slab);
 	if (s->ctor)
@@ -537,14 +551,13 @@ static void sort_ptrs(void **a, unsigned n)
  * Sorting by address first would make every slab's objects one run, but
  * the sort's mispredicted branches cost more than the CASes it saves (a
  * batch of 10,000 objects freed in random order took about twice as long
- * with the sort). So the objects are taken in the order given when the
- * cache marks free-pointer words (fp_marked): an object that comes twice
- * is then caught by its word, a link since its first run (or since its
- * predecessor in the same run was chained to it). Unmarked caches (classic
- * mode's bulk frees) sort, so that a duplicate sits next to itself.
- * Permutes objs[] then.
+ * with the sort). So the objects are taken in the order given: an object
+ * that comes twice is caught by its free-pointer word (the double-free
+ * mark, slab.h), a link since its first run (or since its predecessor in
+ * the same run was chained to it). Builds without obfuscation have no mark
+ * and sort, so that a duplicate sits next to itself. Permutes objs[] then.
  */
-/* Does x's free-pointer word still hold a link of its slab (see FP_TAKEN)? */
+/* Does x's free-pointer word still hold a link of its slab? */
 static inline bool fp_is_link(struct uslab_cache *s, struct slab *slab, void *x)
 {
 	void *v = get_freepointer(s, x);
@@ -555,7 +568,7 @@ void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *
 {
 	void **objs = (void **)cobjs;
 	struct lockhold h = { 0 };
-	bool marked = USLAB_HARDENED && atomic_load_explicit(&s->fp_marked, memory_order_relaxed);
+	const bool marked = USLAB_HARDENED;
 	if (!marked)
 		sort_ptrs(objs, n);
 	for (unsigned i = 0; i < n;) {
@@ -651,25 +664,44 @@ void slab_debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *ca
 
 /* ---- the slow paths ---------------------------------------------------------- */
 
-/* Make c run in the mode the cache's sheaf_capacity asks for now (it was
- * set up with another): give back what it holds, set up anew. */
-static void cpu_retune(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+/* Set c up, holding nothing, for `mode` (with sheaves of cap objects). */
+static void cpu_setup(struct uslab_cache *s, struct cpu_cache *c, unsigned mode, unsigned cap)
 {
-	slab_flush_cpu(s, c);
-	sheaf_setup_cpu(s, c, cap);
+	switch (mode) {
+	case CPU_SHEAVES:
+		c->mode = CPU_SHEAVES;
+		sheaf_setup_cpu(s, c, cap);
+		break;
+	case CPU_HOME:
+	case CPU_SLQB:
+		home_setup_cpu(s, c, mode);
+		break;
+	default:
+		c->mode = CPU_CLASSIC;
+		break;
+	}
 }
 
 void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c)
 {
-	cpu_count(&c->slow_ops, 1);   /* this part is in use (decay.c) */
+	cpu_busy(c);   /* the caller marks it idle when done */
+	cpu_fork_check();
+	atomic_store_explicit(&c->slow_ops, atomic_load_explicit(&c->slow_ops, memory_order_relaxed) + 1,
+			      memory_order_relaxed);   /* this part is in use (decay.c) */
 	if (unlikely(atomic_load_explicit(&c->flush_req, memory_order_relaxed))) {
 		/* another thread asked, while we were idle, for what we hold */
 		atomic_store_explicit(&c->flush_req, false, memory_order_relaxed);
 		slab_flush_cpu(s, c);
 	}
-	unsigned cap = TUNE(s, sheaf_capacity);
-	if (unlikely(c->sheaf_cap != cap))
-		cpu_retune(s, c, cap);
+	/* the mode the cache asks for now (it may have been changed), or
+	 * set up again after a flush */
+	unsigned mode = TUNE(s, cpu_mode), cap = TUNE(s, sheaf_capacity);   /* one read each: a tuner may */
+	if (mode == CPU_SHEAVES && !cap)                                      /* change either meanwhile */
+		mode = CPU_CLASSIC;
+	if (unlikely(c->mode != mode) || unlikely(mode == CPU_SHEAVES && c->sheaf_cap != cap)) {
+		slab_flush_cpu(s, c);
+		cpu_setup(s, c, mode, cap);
+	}
 }
 
 void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked)
@@ -686,7 +718,13 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, 
 			return slab_alloc_nocpu(s);
 	}
 	slab_cpu_enter(s, c);
-	void *x = c->sheaf_cap ? sheaf_alloc_slow(s, c) : cpu_slab_alloc_slow(s, c);
+	void *x;
+	switch (c->mode) {
+	case CPU_SHEAVES: x = sheaf_alloc_slow(s, c); break;
+	case CPU_CLASSIC: x = cpu_slab_alloc_slow(s, c); break;
+	default:          x = home_alloc_slow(s, c); break;
+	}
+	cpu_idle(c);
 	if (likely(x))
 		track_alloc(x, s->object_size);
 	return slab_hand_out(s, x);
@@ -706,6 +744,20 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 	stat_inc(s, NULL, USLAB_STAT_ALLOC_SLOWPATH);
 	track_alloc(x, s->object_size);
 	return slab_hand_out(s, x);
+}
+
+void *cpu_pop_checked(struct uslab_cache *s, struct cpu_cache *c, void *x, void *next)
+{
+	struct slab *d;
+	if (c->mode == CPU_SLQB && (d = page_obj_slab(next)) != NULL && page_kind(d) == PK_SLAB &&
+	    d->cache == s->real && slab_obj_valid(s->real, d, next)) {
+		c->freelist = next;   /* the SLQB queue spans slabs */
+		cpu_fp_scrub(c, x);
+		cpu_tick(&c->alloc_fast);
+		track_alloc(x, s->object_size);
+		return x;
+	}
+	slab_bad_freelist(s, x, next);
 }
 
 /* Making a CPU part may fail with ENOMEM; free keeps errno. */
@@ -734,6 +786,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 		slab_debug_free(s, slab, x, caller, USLAB_STAT_FREE_SLOWPATH);
 		return;
 	}
+	fp_check_free(s, slab, x);
 	if (!c || c->cache != s) {
 		c = free_cpu_get(s);   /* NULL for exiting threads: they free straight to the slab */
 		if (!c) {
@@ -745,10 +798,36 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 	}
 	slab_cpu_enter(s, c);
 	track_free(x, s->object_size);
-	if (c->sheaf_cap)
-		sheaf_free_slow(s, c, x);
-	else
-		cpu_slab_free_slow(s, c, slab, x);
+	switch (c->mode) {
+	case CPU_SHEAVES: sheaf_free_slow(s, c, x); break;
+	case CPU_CLASSIC: cpu_slab_free_slow(s, c, slab, x); break;
+	default:          home_free(s, c, slab, x); break;
+	}
+	cpu_idle(c);
+}
+
+void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x)
+{
+	void *caller = __builtin_return_address(0);   /* tail-called: the API call's */
+	if (unlikely(page_kind(d) != PK_SLAB)) {   /* the cache API's misuse, or a KFENCE object */
+		slab_free_slow(named, d, x, NULL, caller);
+		return;
+	}
+	struct uslab_cache *s = d->cache;
+	struct cpu_cache *c = cpu_this_id(d->cid);
+	/* a remote free or slqb's queue: straight to cpu_home.c once x is
+	 * checked, without the slow path's bookkeeping (they are this mode's
+	 * ordinary frees, not a slow path) */
+	if (likely(c->cache == s) && (c->mode == CPU_HOME || c->mode == CPU_SLQB) && likely(!named || named->real == s) &&
+	    likely(slab_obj_valid(s, d, x)) && !opt.hardened) {
+		fp_check_free(s, d, x);
+		track_free(x, s->object_size);
+		cpu_busy(c);
+		home_free(s, c, d, x);
+		cpu_idle(c);
+		return;
+	}
+	slab_free_slow(named ? named : s, d, x, c, caller);
 }
 
 void slab_free_nocpu(struct uslab_cache *s, void *x)
@@ -758,8 +837,14 @@ void slab_free_nocpu(struct uslab_cache *s, void *x)
 
 void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
-	sheaf_flush_cpu(s, c, false);
-	cpu_slab_flush(s, c);
+	switch (c->mode) {
+	case CPU_SHEAVES: sheaf_flush_cpu(s, c, false); break;
+	case CPU_CLASSIC: cpu_slab_flush(s, c); break;
+	case CPU_HOME:
+	case CPU_SLQB:    home_flush_cpu(s, c); break;
+	default:          break;
+	}
+	c->mode = CPU_NR_MODES;   /* set up again at its next slow path */
 }
 
 /* ---- shrink and accounting --------------------------------------------- */

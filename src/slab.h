@@ -123,45 +123,104 @@ struct node {
 };
 
 /* ---- the CPU part: one per thread and cache (kmem_cache_cpu) ---------- */
+/*
+ * Per-CPU modes (a cache's cpu_mode tunable; each part runs the mode it was
+ * set up with until its next slow path sees the tunable changed):
+ *   CPU_CLASSIC  SLUB's CPU slab and CPU partial lists (the 2011 thread):
+ *                cpu_slab.c.
+ *   CPU_SHEAVES  sheaves and the barn (SLUB+Q 2010, Linux 7.0): sheaf.c.
+ *   CPU_HOME     slabs owned by the part, local frees straight to their
+ *                slab, remote frees batched home (SLQB v2's page lists,
+ *                mimalloc's pages): cpu_home.c.
+ *   CPU_SLQB     SLQB as compared in 2009: the same ownership plus a LIFO
+ *                object queue bounded by hiwater: cpu_home.c.
+ */
+enum cpu_mode { CPU_CLASSIC = 0, CPU_SHEAVES = 1, CPU_HOME = 2, CPU_SLQB = 3, CPU_NR_MODES };
+#define CPU_MODE_DEFAULT CPU_HOME   /* chosen by measurement: README, "Choosing the default" */
+
+/* Counters the fast paths bump: one instruction (an unlocked add to
+ * memory) by the owning thread; others read them with relaxed loads. An
+ * aligned 8-byte store is never torn on x86-64, so a reader sees the old
+ * or the new value. TSan builds, and other architectures, use relaxed
+ * atomic load and store, which TSan understands. */
+static inline void cpu_tick(uint64_t *ctr)
+{
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+	__asm__ volatile("addq $1, %0" : "+m"(*ctr));
+#else
+	__atomic_store_n(ctr, __atomic_load_n(ctr, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+#endif
+}
+static inline uint64_t cpu_ctr(const uint64_t *ctr)
+{
+	return __atomic_load_n(ctr, __ATOMIC_RELAXED);
+}
+
 struct cpu_cache {
-	/* First cache line (the struct is line-aligned): everything the fast
-	 * paths touch, for both modes. */
+	/* Line 0 (the struct is two lines aligned): everything the fast
+	 * paths read, in every mode. */
+	void *freelist;                 /* classic: the CPU slab's objects this CPU may take; home: the
+	                                 * current slab's; slqb: the object queue (obfuscated links) */
+	struct slab *slab;              /* classic: the CPU slab (frozen); home: the current slab; or
+	                                 * NULL. Relaxed atomic stores: statistics readers peek */
+	uintptr_t slab_base;            /* first object of `slab` (0 without a slab) */
+	uint32_t slab_span;             /* bytes of object slots in `slab` (0 without) */
+	uint32_t offset;                /* the cache's free-pointer offset (a copy: one line less) */
+	uintptr_t fp_key;               /* the cache's free-pointer key (a copy) */
+	uint64_t divmagic;              /* the cache's boundary multiplier (a copy) */
 	void **objs;                    /* sheaves: main's objects[] */
 	uint32_t n;                     /* sheaves: objects in main; owner writes, others read (relaxed) */
-	uint32_t cap;                   /* sheaves: main's capacity; 0 in classic mode, so the
-	                                 * free fast path never pushes there */
-	void *freelist;                 /* classic: objects of `slab` this CPU may take */
-	uintptr_t slab_base;            /* classic: first object of `slab` (0 without a slab) */
-	uintptr_t slab_span;            /* classic: bytes of object slots in `slab` (0 without) */
-	/* Frees on the fast paths, counted there (owner-only load+store, read
-	 * relaxed by others): FREE_PCS (sheaf pushes) and FREE_FASTPATH (CPU
-	 * free list). The matching allocations are not counted on the fast
-	 * path but derived, see stats.c. */
-	_Atomic uint64_t free_pcs, free_fast;
+	uint32_t cap;                   /* sheaves: main's capacity; 0 in other modes, so that the free
+	                                 * fast path never pushes there */
 
-	/* The rest: slow paths. */
-	struct sheaf *main;             /* sheaves: main (objs/n mirror it) */
-	/* sheaves: spare, or NULL. Taken by atomic exchange, by the owner (to
-	 * use it) or by another thread taking memory back from an idle owner
-	 * (decay.c), which then adds its objects to `stolen`. */
+	/* Line 1: the fast paths' counters (owner: cpu_tick; stats.c reads
+	 * them relaxed), then what the slow paths use most. */
+	uint64_t alloc_fast;            /* ALLOC_FASTPATH: pops of `freelist` */
+	uint64_t free_fast;             /* FREE_FASTPATH: pushes onto `freelist` or an owned slab */
+	uint64_t alloc_pcs;             /* ALLOC_PCS: pops of main */
+	uint64_t free_pcs;              /* FREE_PCS: pushes onto main */
+	struct cpu_thread *thread;      /* the thread this part belongs to */
+	uint8_t mode;                   /* enum cpu_mode this part runs; CPU_NR_MODES: none yet */
+	/* inside a slow path (its private state may be half changed): a fork
+	 * child leaves such a part of a vanished thread alone (cpu_tls.c) */
+	uint8_t busy;
+	/* slqb: objects on the queue = qadj + free_fast - alloc_fast (the
+	 * inline pop keeps no count of its own; slow paths adjust qadj) */
+	int64_t qadj;
+	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
+
+	/* Ownership (home, slqb; cpu_home.c): the slabs this part owns other
+	 * than `slab`, on doubly linked lists through slab->next/prev. */
+	struct own_list {
+		struct slab *head, *tail;
+	} own_partial,                  /* owned slabs with objects on their lfree (FIFO) */
+	  own_full;                     /* owned slabs with every object out */
+	uint32_t own_slabs;             /* slabs owned, `slab` included (relaxed: stats peek) */
+	uint32_t own_empty;             /* owned slabs on own_partial with no object out */
+	/* The remote batch (SLQB's rlist): objects of slabs another part
+	 * owns, chained through their free pointers, for one destination. */
+	struct cpu_cache *rdest;        /* the owner they go to, or NULL */
+	void *rhead, *rtail;
+	uint32_t rn;                    /* objects in the batch */
+	uint32_t hiwater;               /* slqb: queue bound; home: remote batch size */
+	uint32_t freebatch;             /* slqb: objects a queue flush moves; remote batch size */
+
+	/* Sheaves. */
+	struct sheaf *main;             /* main (objs/n mirror it) */
+	/* spare, or NULL. Taken by atomic exchange, by the owner (to use it)
+	 * or by another thread taking memory back from an idle owner
+	 * (decay.c). */
 	struct sheaf *_Atomic spare;
 	_Atomic uint32_t spare_n;       /* objects in the sheaf in `spare` (RMW by both) */
-	uint32_t sheaf_cap;             /* the capacity this part runs with; 0: classic */
-	_Atomic uint64_t stolen;        /* objects others took out of spare (statistics) */
+	uint32_t sheaf_cap;             /* the capacity this part runs with */
+
 	/* Taking memory back from idle threads (decay.c): the owner counts its
 	 * slow paths; a pass that finds the count unchanged since the last one
 	 * takes the spare and sets flush_req, which the owner acknowledges on
-	 * its next slow path by giving everything back (main included: only
-	 * the owner may touch main). */
+	 * its next slow path by giving everything back. */
 	_Atomic uint64_t slow_ops;
 	uint64_t seen_ops;              /* slow_ops at the last pass (cache_mutex) */
 	_Atomic bool flush_req;
-	/* Objects the slow paths put into main and spare, less those they
-	 * took out other than by the fast path: with free_pcs, what the
-	 * derived ALLOC_PCS starts from. fl_in: the same for the classic free
-	 * list (ALLOC_FASTPATH). */
-	_Atomic uint64_t sh_in, fl_in;
-	struct slab *slab;              /* classic: the CPU slab (frozen), or NULL */
 	/* classic: the CPU partial list (frozen slabs, via slab->next), and
 	 * the free objects they held when they were put there (the 2011
 	 * thread's pobjects), bounded by cpu_partial. */
@@ -170,11 +229,17 @@ struct cpu_cache {
 	/* Event counters. Only the owning thread writes them, with relaxed
 	 * load+store (no read-modify-write); readers sum them. */
 	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
-	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
-	struct cpu_thread *thread;      /* the thread this part belongs to */
 	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
-} __attribute__((aligned(CACHE_LINE)));
-_Static_assert(offsetof(struct cpu_cache, free_fast) + 8 <= CACHE_LINE, "the fast paths' fields share the first line");
+
+	/* The inbox (SLQB's remote_free): objects other parts freed to slabs
+	 * this part owns, pushed as whole batches by compare-and-swap
+	 * (release: the links written into them before are visible to the
+	 * owner, which takes the whole list by exchange, acquire). On a line
+	 * of its own: remote freers write it, the owner only peeks at it on
+	 * its slow path. */
+	void *_Atomic inbox __attribute__((aligned(CACHE_LINE)));
+} __attribute__((aligned(2 * CACHE_LINE)));
+_Static_assert(offsetof(struct cpu_cache, alloc_fast) == CACHE_LINE, "the fast paths' fields fill the first line");
 
 /* Where every thread's CPU part pointers start: n 0, cap 0, no free list
  * and no slab, so each fast path falls to its slow path without a NULL
@@ -212,15 +277,21 @@ struct uslab_cache {
 	/* Tunables: written by setters, read without locks by the slow paths
 	 * (relaxed atomics: a stale value for one operation is harmless, as in
 	 * SLUB's sysfs tunables). */
-	_Atomic unsigned sheaf_capacity;    /* objects per sheaf; 0 = classic mode */
+	_Atomic unsigned cpu_mode;          /* enum cpu_mode of its CPU parts */
+	_Atomic unsigned sheaf_capacity;    /* sheaves mode: objects per sheaf; 0 = classic mode */
 	_Atomic unsigned barn_full_max;     /* full sheaves the barn keeps */
 	_Atomic unsigned barn_empty_max;    /* empty sheaves the barn keeps */
 	_Atomic unsigned cpu_partial;       /* classic: free objects kept on CPU partial lists; 0 = none */
 	_Atomic unsigned long min_partial;  /* empty slabs kept on the node list */
-	_Atomic bool fp_marked;             /* every object out carries FP_TAKEN (no classic mode so far) */
+	_Atomic unsigned freebatch;         /* home, slqb: remote batch size; slqb: objects a queue flush moves */
+	_Atomic unsigned hiwater;           /* slqb: objects the queue holds before a flush */
 
 	struct node node;
-	struct cpu_cache *cpu_list;            /* CPU parts (cache_mutex) */
+	struct cpu_cache *cpu_list;            /* CPU parts of live threads (cache_mutex) */
+	/* Parts whose threads exited (cache_mutex): kept, not freed, because a
+	 * remote freer may still push to one's inbox (cpu_home.c); the next
+	 * thread that needs a part takes one from here. */
+	struct cpu_cache *cpu_dead;
 	_Atomic uint64_t stat_gone[USLAB_NR_STAT_ITEMS]; /* counters of CPU parts gone, and of CPU-less paths */
 	struct uslab_cache *next, *prev;       /* all real caches (cache_mutex) */
 	bool internal;                         /* uslab's own metadata cache */
@@ -244,6 +315,14 @@ static inline uint32_t cache_oo(const struct uslab_cache *s)
 }
 #define TUNE(s, field) atomic_load_explicit(&(s)->field, memory_order_relaxed)
 #define TUNE_SET(s, field, v) atomic_store_explicit(&(s)->field, (v), memory_order_relaxed)
+
+/* The per-CPU mode s's parts should run: cpu_mode, but sheaves with
+ * sheaf_capacity 0 is classic (that tunable's old meaning). */
+static inline unsigned cache_cpu_mode(const struct uslab_cache *s)
+{
+	unsigned m = TUNE(s, cpu_mode);
+	return m == CPU_SHEAVES && !TUNE(s, sheaf_capacity) ? (unsigned)CPU_CLASSIC : m;
+}
 
 /* The real cache behind s (s itself unless s is an alias). */
 static inline struct uslab_cache *cache_root(struct uslab_cache *s)
@@ -282,16 +361,41 @@ static inline void set_freepointer(const struct uslab_cache *s, void *obj, void 
 	*where = (void *)((uintptr_t)next ^ fp_mask(s, where));
 }
 /*
- * Objects handed out through sheaves carry a marker where their free
- * pointer was (written where the taker has the line anyway). A sheaf flush
- * reads that word before it links the object (no extra miss): if it still
- * decodes to a free-list link of the slab (NULL or one of its objects), the
- * object is already free there: a double free. User data cannot pass for a
- * link without the cache's key, so only obfuscated builds check, and only
- * caches never run in classic mode (whose CPU free list hands objects out
- * with their links in place).
+ * The double-free mark. A free object's free-pointer word holds an
+ * obfuscated link (NULL or another free object); every allocation path
+ * overwrites it before the object is handed out (FP_TAKEN, or 0 on the fast
+ * path), and every free reads it before anything else, as glibc's tcache
+ * reads its key: if it still decodes to something that could be a link, the
+ * object may already be free. Two steps:
+ *   - the filter (inline, on data the free loads anyway): the decoded word
+ *     is NULL or an aligned user-space pointer (FP_NOT_LINK bits clear);
+ *     user data decodes through the cache's random key to noise, which
+ *     passes one time in about 2^20;
+ *   - then, out of line, the verdict: NULL or an object of the same cache
+ *     is a link (noise lands there one time in about 2^40), and the free is
+ *     reported as a double free; anything else was noise, and the free goes
+ *     on.
+ * So a double free is caught at any distance, in every mode, as long as
+ * the object is still free: on a CPU free list, a slab's list, an owned
+ * slab's list, a remote batch or inbox, an SLQB queue. (Objects in a
+ * sheaf carry no link: there the last four frees are compared instead.)
+ * Only obfuscated builds check: without the key, user data that holds a
+ * pointer to another object of the cache would read as a link.
  */
 #define FP_TAKEN ((void *)0x7ace)   /* an odd value: never a link */
+#define FP_NOT_LINK 0xffff800000000007ULL   /* bits a link never has (8-aligned, below 2^47) */
+USLAB_HIDDEN void fp_double_free(struct uslab_cache *s, struct slab *slab, void *x);
+/* A free of x (an object of s, slab its descriptor) that is about to write
+ * x's free pointer: reported (fatal) if x is free already. */
+static inline void fp_check_free(struct uslab_cache *s, struct slab *slab, void *x)
+{
+#if USLAB_HARDENED
+	if (unlikely(!((uintptr_t)get_freepointer(s, x) & FP_NOT_LINK)))
+		fp_double_free(s, slab, x);   /* returns if it was noise */
+#else
+	(void)s, (void)slab, (void)x;
+#endif
+}
 static inline void *slab_base(const struct slab *slab) { return page_address(slab); }
 /* The first object of a slab: after the left red zone of debug caches. */
 static inline char *slab_first(const struct uslab_cache *s, const struct slab *slab)
@@ -362,7 +466,7 @@ static inline void cpu_set_slab(const struct uslab_cache *s, struct cpu_cache *c
 	 * threads' CPU slabs with a relaxed load; the owner reads it plainly */
 	__atomic_store_n(&c->slab, slab, __ATOMIC_RELAXED);
 	c->slab_base = slab ? (uintptr_t)slab_first(s, slab) : 0;
-	c->slab_span = slab ? (uintptr_t)slab->objects * s->size : 0;
+	c->slab_span = slab ? (uint32_t)slab->objects * s->size : 0;
 }
 
 /* A free pointer taken from the CPU free list must be NULL or another
@@ -519,11 +623,33 @@ USLAB_HIDDEN void cpu_slab_put_partial(struct uslab_cache *s, struct cpu_cache *
 				       unsigned nfree);
 /* Deactivate the CPU slab and unfreeze the CPU partial list. */
 USLAB_HIDDEN void cpu_slab_flush(struct uslab_cache *s, struct cpu_cache *c);
+/* Unfreeze a frozen slab that c gives up, with the chain `freelist` of its
+ * free objects spliced onto its list: listed on the node partial list if
+ * it has free objects, freed if it is empty and the node has min_partial
+ * slabs, else full on no list (SLUB's deactivate_slab). */
+USLAB_HIDDEN void cpu_slab_deactivate(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab,
+				      void *freelist);
+
+/* ---- cpu_home.c: home and slqb modes (ownership, remote batches) ----------- */
+/* Set up part c for mode (CPU_HOME or CPU_SLQB), holding nothing. */
+USLAB_HIDDEN void home_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned mode);
+USLAB_HIDDEN void *home_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
+/* A free the inline paths left (x checked, of s, slab d): local, remote,
+ * or slqb's queue. */
+USLAB_HIDDEN void home_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *d, void *x);
+/* Give back everything c holds (owner, or cache_mutex holder for a part
+ * whose thread cannot run on this cache). */
+USLAB_HIDDEN void home_flush_cpu(struct uslab_cache *s, struct cpu_cache *c);
+/* Route what reached the inbox of a part whose thread is gone. cache_mutex held. */
+USLAB_HIDDEN void home_drain_dead(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN size_t home_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+USLAB_HIDDEN void home_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
 
 /* ---- cpu_tls.c -------------------------------------------------------- */
 /* What a thread keeps beside its CPU parts. */
 #define CPU_INLINE_SLOTS 64
 #define KMALLOC_CLASSES_MAX 48   /* kmalloc.h's KMALLOC_NR_CLASSES */
+#define KMALLOC_SIZES_MAX 129    /* kmalloc.h's KMALLOC_SMALL_MAX / 8 + 1 */
 struct cpu_thread {
 	struct slab *slots_block;  /* page block holding the slots array, once it outgrew inline */
 	/* The thread's CPU parts by cache id (&cpu_empty where none): what
@@ -531,13 +657,17 @@ struct cpu_thread {
 	 * hardened mode, which sends every operation to the slow paths. */
 	struct cpu_cache **slots;
 	unsigned nslots;
-	/* CPU parts by kmalloc class (&cpu_empty where none): malloc's fast
-	 * path reaches its part with one load from here */
+	/* CPU parts by kmalloc class, and by size / 8 up to the small
+	 * classes' end (&cpu_empty where none): malloc's fast path reaches
+	 * its part with one load from here */
 	struct cpu_cache *kparts[KMALLOC_CLASSES_MAX];
+	struct cpu_cache *ksize[KMALLOC_SIZES_MAX];
 	struct cpu_cache *inline_slots[CPU_INLINE_SLOTS]; /* the first slots, without a page */
+	uint32_t tag;              /* the tag of the slabs it owns (cpu_tls.c: unique among live threads) */
+	uint32_t gen;              /* the forks this process had been through when it was made */
 };
 /* The thread's only TLS, initial-exec, so that the fast paths reach their
- * CPU part with one TLS access and no __tls_get_addr call. Small (96
+ * CPU part with one TLS access and no __tls_get_addr call. Small (112
  * bytes): a dlopen'ed libuslab.so takes it from glibc's static TLS
  * reserve. Its initial image points at cpu_empty. */
 #define CPU_TLS_FAST 8
@@ -546,13 +676,23 @@ struct cpu_tls {
 	 * load less on the fast paths of the first caches made */
 	struct cpu_cache *fast[CPU_TLS_FAST];
 	struct cpu_cache **kparts; /* this thread's CPU parts by kmalloc class */
+	struct cpu_cache **ksize;  /* ... and by size / 8, up to KMALLOC_SMALL_MAX */
 	struct cpu_cache **slots;  /* CPU parts indexed by cache id (&cpu_empty where none) */
+	/* The tag of slabs this thread owns (slab->otag): its cpu_thread's
+	 * while it has one (odd, unique among live threads), else
+	 * CPU_TAG_NONE, which no slab carries (unowned slabs carry 0). */
+	uint32_t tag;
 	unsigned nslots;           /* 0 until the thread's first slow path */
 	uint32_t kf_left;          /* allocations until the next KFENCE sample; 0: off (kfence.h) */
 	bool dead;                 /* exiting: no CPU parts any more */
 	bool creating;             /* setting up the thread: no CPU parts yet */
 	struct cpu_thread *thread;
 };
+#define CPU_TAG_NONE 2U
+static inline uint32_t cpu_thread_tag(const struct cpu_thread *t)
+{
+	return t->tag;
+}
 extern __thread struct cpu_tls cpu_tls USLAB_HIDDEN __attribute__((tls_model("initial-exec")));
 
 /* This thread's CPU part for cache id `id`: never NULL (cpu_empty where
@@ -575,6 +715,25 @@ USLAB_HIDDEN struct cpu_cache *cpu_get(struct uslab_cache *s);
 USLAB_HIDDEN struct cpu_cache *cpu_part(struct uslab_cache *s);
 /* Take back every CPU part of s (destroy). cache_mutex held. */
 USLAB_HIDDEN void cpu_orphan_all(struct uslab_cache *s);
+/* Free the parts s kept of exited threads (destroy, once nothing is live). */
+USLAB_HIDDEN void cpu_free_dead(struct uslab_cache *s);
+/* fork.c's child handler: the parts of the threads that did not survive
+ * are settled at the next slow path (cpu_fork_check). */
+USLAB_HIDDEN void cpu_fork_child(void);
+USLAB_HIDDEN void cpu_fork_check(void);
+
+/* Mark c inside a slow path, and out of it (see busy). The release fence
+ * keeps the mark ahead of the changes it covers, for a fork child that
+ * reads it on another CPU's copy; x86 emits nothing for it. */
+static inline void cpu_busy(struct cpu_cache *c)
+{
+	__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_release);
+}
+static inline void cpu_idle(struct cpu_cache *c)
+{
+	__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+}
 
 /* ---- options.c ---------------------------------------------------------- */
 struct uslab_opts {
@@ -584,6 +743,7 @@ struct uslab_opts {
 	unsigned min_objects;  /* slub_min_objects; 0: grows with the CPU count */
 	int cpu_partial;       /* slub_cpu_partial; -1: per-size default */
 	int sheaf_capacity;    /* slub_sheaf_capacity; -1: per-size default, 0: classic mode */
+	int cpu_mode;          /* slub_cpu_mode; -1: CPU_MODE_DEFAULT (classic if slub_sheaf_capacity=0) */
 	int barn_full;         /* slub_barn_full; -1: default */
 	int barn_empty;        /* slub_barn_empty; -1: default */
 	bool show_stats;       /* show_stats: print the stats table at exit */
@@ -598,6 +758,10 @@ extern struct uslab_opts opt USLAB_HIDDEN;
 USLAB_HIDDEN void options_init(void);
 USLAB_HIDDEN void options_parse(const char *s);
 USLAB_HIDDEN void options_apply_cache(struct uslab_cache *s);
+/* A per-CPU mode by name ("classic", "sheaves", "home", "slqb"), or -1;
+ * and a mode's name. */
+USLAB_HIDDEN int cpu_mode_parse(const char *v, size_t n);
+USLAB_HIDDEN const char *cpu_mode_name(unsigned mode);
 /* Does USLAB_OPTIONS tune this cache by name ("NAME:key=value")? */
 USLAB_HIDDEN bool options_names_cache(const char *name);
 /* cache.c: set a tunable by name; -1 if the name or value is invalid */
@@ -661,35 +825,99 @@ USLAB_HIDDEN void debug_cache_release(struct uslab_cache *s);
 USLAB_HIDDEN void export_init(void);
 
 /* ---- the fast paths ------------------------------------------------------ */
-/* Shared by the cache API and the malloc family; each stays on one screen. */
+/*
+ * Shared by the cache API and the malloc family; each stays on one screen.
+ * Dependent loads, allocation: this thread's part (TLS, then an index),
+ * its first line, the object (its free pointer). Free: the segment map
+ * bit and the page's head index (in parallel), the descriptor, the owner
+ * part's first line; the object's line is written.
+ */
 #include "kfence.h"
 
-/* Pop main (sheaves), else the CPU free list (classic): no lock, no
- * atomic read-modify-write. The allocation is not counted here (stats.c
- * derives ALLOC_PCS and ALLOC_FASTPATH). `asked`: the size a kmalloc caller
- * wants, or 0; only debug caches, which never get here, use it. */
-static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
+/* Free pointers through the part's copies of the cache's key and offset
+ * (fp_mask() above, without loading the cache). */
+static inline void *cpu_fp_get(const struct cpu_cache *c, void *x)
 {
-	struct cpu_cache *c = cpu_this(s);
-	uint32_t n = c->n;
-	void *x;
+	void **where = (void **)((char *)x + c->offset);
+#if USLAB_HARDENED
+	return (void *)((uintptr_t)*where ^ c->fp_key ^ __builtin_bswap64((uintptr_t)where));
+#else
+	return *where;
+#endif
+}
+/* A free's link into x: next, unless x's word already reads as a link
+ * (see FP_NOT_LINK): then nothing is stored and false is returned (the
+ * caller takes its slow path, which gives the verdict). The mask that
+ * decodes the old word encodes the new one. */
+static inline bool cpu_fp_swap(const struct cpu_cache *c, void *x, void *next)
+{
+	void **where = (void **)((char *)x + c->offset);
+#if USLAB_HARDENED
+	uintptr_t mask = c->fp_key ^ __builtin_bswap64((uintptr_t)where);
+	if (unlikely(!(((uintptr_t)*where ^ mask) & FP_NOT_LINK)))
+		return false;
+	*where = (void *)((uintptr_t)next ^ mask);
+#else
+	*where = next;
+#endif
+	return true;
+}
+
+/* An object being handed out: its free-pointer word no longer reads as a
+ * link (0 decodes to noise; see FP_NOT_LINK). */
+static inline void cpu_fp_scrub(const struct cpu_cache *c, void *x)
+{
+	*(void **)((char *)x + c->offset) = NULL;
+}
+
+/* Is off (< 2^32) the offset of one of slab d's objects, by the part's
+ * copy of the stride's multiplier? One multiply gives both the remainder
+ * test (the low half, Lemire's) and the quotient, the object's index (the
+ * high half). */
+static inline bool cpu_offset_ok(const struct cpu_cache *c, const struct slab *d, uintptr_t off)
+{
+	unsigned __int128 m = (unsigned __int128)c->divmagic * off;
+	return (uint64_t)m <= c->divmagic - 1 && (uint64_t)(m >> 64) < d->objects;
+}
+
+/* A free pointer popped off `freelist` that is not NULL nor in the part's
+ * slab: the SLQB queue's (which spans slabs: checked to be an object of
+ * the cache, out of line) or a corrupted list (fatal). Pops x then. */
+USLAB_HIDDEN void *cpu_pop_checked(struct uslab_cache *s, struct cpu_cache *c, void *x, void *next);
+
+/* Pop `freelist` (classic, home, slqb), else main (sheaves): no lock, no
+ * atomic read-modify-write. `asked`: the size a kmalloc caller wants, or
+ * 0; only debug caches, which never get here, and KFENCE use it. */
+static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_cache *s, struct cpu_cache *c,
+								size_t asked, void *caller)
+{
+	void *x = c->freelist;
 	if (unlikely(cpu_tls.kf_left) && --cpu_tls.kf_left == 0)   /* KFENCE sampling on, and due */
-		return kfence_alloc_slow(s, asked, __builtin_return_address(0));
+		return kfence_alloc_slow(s, asked, caller);
+	if (likely(x != NULL)) {
+		void *next = cpu_fp_get(c, x);
+		if (unlikely(!cpu_next_ok(c, next)))
+			return cpu_pop_checked(s, c, x, next);   /* a tail call: no frame here */
+		c->freelist = next;
+		cpu_fp_scrub(c, x);
+		cpu_tick(&c->alloc_fast);
+		track_alloc(x, s->object_size);
+		return x;
+	}
+	uint32_t n = c->n;
 	if (likely(n)) {
 		x = c->objs[n - 1];
 		cpu_set_n(c, n - 1);
+		cpu_tick(&c->alloc_pcs);
 		track_alloc(x, s->object_size);
 		return x;
 	}
-	if ((x = c->freelist) != NULL) {
-		void *next = get_freepointer(s, x);
-		if (unlikely(!cpu_next_ok(c, next)))
-			return slab_freelist_corrupt(s, x, next);   /* a tail call: no frame here */
-		c->freelist = next;
-		track_alloc(x, s->object_size);
-		return x;
-	}
-	return slab_alloc_slow(s, c, __builtin_return_address(0), asked);
+	return slab_alloc_slow(s, c, caller, asked);
+}
+
+static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
+{
+	return cpu_alloc_fast(s, cpu_this(s), asked, __builtin_return_address(0));
 }
 
 static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_cache *s)
@@ -697,72 +925,100 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
 	return slab_alloc_fast_sized(s, 0);
 }
 
-/* Push onto main when it has room and x is an object of the cache (kind,
- * cache and boundary from the descriptor; not among the last frees);
- * else, in classic mode, onto the CPU free list when x is in the CPU slab
- * (a range and boundary check, not the list head). Everything else, every
- * foreign pointer included, goes to the slow path, which checks it in
- * full. x != NULL. `slab`: x's descriptor if the caller has it, or NULL. */
-static inline __attribute__((always_inline)) void slab_free_fast_slab(struct uslab_cache *s, struct slab *slab,
-								   void *x)
+/* home_free_fast()'s way out: d is owned by this thread's part (its tag
+ * matched), but the free changes the slab's list, or is misuse. */
+USLAB_HIDDEN void home_free_local(struct slab *d, void *x);
+
+/* Every free the inline paths do not finish (a full sheaf, a remote free,
+ * an SLQB queue push, the transitions of an owned slab, misuse), with x's
+ * descriptor d (any kind). `named`: the cache the caller named, or NULL
+ * (free()). Called last, so that its return address is the API call's
+ * (for slub_debug's call sites and KFENCE reports). */
+USLAB_HIDDEN void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x);
+
+/*
+ * Free of x into a slab this thread owns (home mode: d->otag matched the
+ * thread's tag, so d is a live slab and c its owner, this thread's part):
+ * the current slab's objects onto `freelist`, others onto the slab's own
+ * list, no lock, no atomic. A slab that becomes empty or was full changes
+ * lists: the slow path, as misuse (a boundary, the head of the list).
+ */
+static inline __attribute__((always_inline)) void home_free_fast(struct slab *d, uintptr_t base, void *x)
 {
-	struct cpu_cache *c = cpu_this(s);
-	uint32_t n = c->n;
-	if (likely(n < c->cap)) {
-		if (!slab)
-			slab = page_obj_slab(x);
-		if (likely(slab_owns(s->real, slab, x)) && likely(!sheaf_recent(c->objs, n, x))) {
-			track_free(x, s->object_size);
-			c->objs[n] = x;
-			cpu_set_n(c, n + 1);
-			cpu_count(&c->free_pcs, 1);
-			return;
-		}
-	} else {
-		uintptr_t off = (uintptr_t)x - c->slab_base;
-		if (likely(off < c->slab_span) && likely(obj_offset_ok(s, off)) && likely(x != c->freelist)) {
-			track_free(x, s->object_size);
-			set_freepointer(s, x, c->freelist);
-			c->freelist = x;
-			cpu_count(&c->free_fast, 1);
-			return;
+	struct cpu_cache *c = atomic_load_explicit(&d->owner, memory_order_relaxed);
+	if (likely(cpu_offset_ok(c, d, (uintptr_t)x - base))) {
+		if (d == c->slab) {
+			if (likely(cpu_fp_swap(c, x, c->freelist))) {
+				track_free(x, c->cache->object_size);
+				c->freelist = x;
+				cpu_tick(&c->free_fast);
+				return;
+			}
+		} else {
+			unsigned used = d->pfree;
+			if (likely(used - 2 < (unsigned)d->objects - 2) && likely(cpu_fp_swap(c, x, d->lfree))) {
+				track_free(x, c->cache->object_size);   /* (used 2 .. objects-1: no list moves) */
+				d->lfree = x;
+				d->pfree = (uint16_t)(used - 1);
+				cpu_tick(&c->free_fast);
+				return;
+			}
 		}
 	}
-	if (!slab)
-		slab = page_obj_slab(x);
-	slab_free_slow(s, slab, x, c, __builtin_return_address(0));
+	home_free_local(d, x);
 }
 
-static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_cache *s, void *x)
-{
-	slab_free_fast_slab(s, NULL, x);
-}
-
-/* free()'s fast path, for x whose descriptor d is a live slab's (kind
- * checked) and whose block starts at base: the part comes from d->cid
- * without waiting for the cache, which only the boundary check needs. */
-static inline __attribute__((always_inline)) void slab_free_fast_desc(struct slab *d, uintptr_t base, void *x)
+/*
+ * Every other live slab's object: push onto main when it has room
+ * (sheaves: any object of the cache; not among the last frees), onto the
+ * CPU free list when x is in the CPU slab (classic: a range and boundary
+ * check, not the list head); else out of line (remote frees of home and
+ * slqb, slqb's queue, full sheaves). d: x's descriptor, kind checked,
+ * its cache checked by the caller; base: its first byte.
+ */
+static inline __attribute__((always_inline)) void slab_free_fast_desc(struct uslab_cache *named, struct slab *d,
+								   uintptr_t base, void *x)
 {
 	struct cpu_cache *c = cpu_this_id(d->cid);
-	struct uslab_cache *s = d->cache;
 	uint32_t n = c->n;
 	uintptr_t off = (uintptr_t)x - base;
-	if (likely(n < c->cap) && likely(off < (uintptr_t)d->objects * s->size) && likely(obj_offset_ok(s, off)) &&
-	    likely(!sheaf_recent(c->objs, n, x))) {
-		track_free(x, s->object_size);
-		c->objs[n] = x;
-		cpu_set_n(c, n + 1);
-		cpu_count(&c->free_pcs, 1);
+	if (likely(n < c->cap)) {
+		if (likely(cpu_offset_ok(c, d, off)) && likely(!sheaf_recent(c->objs, n, x))) {
+			track_free(x, d->cache->object_size);
+			c->objs[n] = x;
+			cpu_set_n(c, n + 1);
+			cpu_tick(&c->free_pcs);
+			return;
+		}
+	} else if (d == c->slab) {
+		if (likely(cpu_offset_ok(c, d, off)) && likely(cpu_fp_swap(c, x, c->freelist))) {
+			track_free(x, d->cache->object_size);
+			c->freelist = x;
+			cpu_tick(&c->free_fast);
+			return;
+		}
+	}
+	cpu_free_other(named, d, x);
+}
+
+/* uslab_cache_free(): x != NULL. The descriptor's cache must be s's root
+ * (else the slow path reports the wrong cache, or takes a KFENCE object). */
+static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_cache *s, void *x)
+{
+	uintptr_t base;
+	struct slab *d = page_obj_lookup(x, &base);
+	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag) && likely(d->cache == s->real)) {
+		home_free_fast(d, base, x);
 		return;
 	}
-	slab_free_fast_slab(s, d, x);   /* classic mode, a full sheaf, misuse */
+	if (likely(page_kind(d) == PK_SLAB) && likely(d->cache == s->real)) {
+		slab_free_fast_desc(s, d, base, x);
+		return;
+	}
+	cpu_free_other(s, d, x);
 }
 
 /* ---- stats.c ---------------------------------------------------------- */
-/* The derived fast-path allocation counts of a CPU part (owner-exact; for
- * another live thread, objects it holds count as allocated). */
-USLAB_HIDDEN uint64_t cpu_alloc_fastpath(struct cpu_cache *c);
-USLAB_HIDDEN uint64_t cpu_alloc_pcs(struct cpu_cache *c);
 /* Fill a current-version snapshot of `named` (an alias reports its root's
  * numbers). cache_mutex held. (Issue 6: used by export.c.) */
 USLAB_HIDDEN void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *info);

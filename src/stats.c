@@ -34,38 +34,11 @@ const char *uslab_stat_desc(enum uslab_stat_item i)
 }
 
 /*
- * Fast-path allocations are not counted on the fast paths (a counter there
- * costs a quarter of an alloc+free pair): they are derived from what the
- * slow paths and fast frees put in, less what is held now.
- *
- * ALLOC_FASTPATH (classic): objects put on the CPU free list (slow paths,
- * fl_in, and fast frees) less those on it now. Only the owner can walk its
- * list; another live thread's list counts as allocated (as the kernel's
- * slabinfo counts CPU slabs as full), until that thread's next slow path,
- * flush or exit.
- *
- * ALLOC_PCS (sheaves): objects put into main and spare (slow paths, sh_in,
- * and fast frees) less those they hold now: exact for every thread, read
- * relaxed (a moment old).
+ * The fast paths count into the part's alloc_fast, free_fast, alloc_pcs
+ * and free_pcs (one unlocked add each, slab.h's cpu_tick); everything else
+ * into stat[]. Read relaxed: a moment old for live threads, exact at
+ * quiet points.
  */
-uint64_t cpu_alloc_fastpath(struct cpu_cache *c)
-{
-	uint64_t n = atomic_load_explicit(&c->fl_in, memory_order_relaxed) +
-		     atomic_load_explicit(&c->free_fast, memory_order_relaxed);
-	if (c->thread && c->thread == cpu_tls.thread)
-		for (void *p = c->freelist; p; p = get_freepointer(c->cache, p))
-			n--;
-	return n;
-}
-
-uint64_t cpu_alloc_pcs(struct cpu_cache *c)
-{
-	return atomic_load_explicit(&c->sh_in, memory_order_relaxed) +
-	       atomic_load_explicit(&c->free_pcs, memory_order_relaxed) - __atomic_load_n(&c->n, __ATOMIC_RELAXED) -
-	       atomic_load_explicit(&c->spare_n, memory_order_relaxed) -
-	       atomic_load_explicit(&c->stolen, memory_order_relaxed);   /* taken back by others */
-}
-
 static void sum_events_locked(struct uslab_cache *s, uint64_t *ev)
 {
 	for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
@@ -73,10 +46,10 @@ static void sum_events_locked(struct uslab_cache *s, uint64_t *ev)
 	for (struct cpu_cache *c = s->cpu_list; c; c = c->cnext) {
 		for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 			ev[i] += atomic_load_explicit(&c->stat[i], memory_order_relaxed);
-		ev[USLAB_STAT_ALLOC_FASTPATH] += cpu_alloc_fastpath(c);
-		ev[USLAB_STAT_ALLOC_PCS] += cpu_alloc_pcs(c);
-		ev[USLAB_STAT_FREE_FASTPATH] += atomic_load_explicit(&c->free_fast, memory_order_relaxed);
-		ev[USLAB_STAT_FREE_PCS] += atomic_load_explicit(&c->free_pcs, memory_order_relaxed);
+		ev[USLAB_STAT_ALLOC_FASTPATH] += cpu_ctr(&c->alloc_fast);
+		ev[USLAB_STAT_FREE_FASTPATH] += cpu_ctr(&c->free_fast);
+		ev[USLAB_STAT_ALLOC_PCS] += cpu_ctr(&c->alloc_pcs);
+		ev[USLAB_STAT_FREE_PCS] += cpu_ctr(&c->free_pcs);
 	}
 }
 
@@ -111,6 +84,10 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 			  e[USLAB_STAT_ALLOC_BULK];
 	uint64_t frees = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_SLOWPATH] + e[USLAB_STAT_FREE_PCS] +
 			 e[USLAB_STAT_FREE_BULK];
+	info->allocs = allocs;
+	info->allocs_fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_PCS];
+	info->frees = frees;
+	info->frees_fast = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_PCS];
 	info->active_objects = allocs > frees ? allocs - frees : 0;
 	info->active_objects += kfence_cache_live(s);   /* sampled objects: live, not in the events */
 	/* Slabs of mixed orders (after a fallback) make this an estimate. */
@@ -123,6 +100,7 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 		if (__atomic_load_n(&c->slab, __ATOMIC_RELAXED))
 			info->cpu_slabs++;
 		info->cpu_parts++;
+		info->owned_slabs += __atomic_load_n(&c->own_slabs, __ATOMIC_RELAXED);
 		info->sheaf_objects += __atomic_load_n(&c->n, __ATOMIC_RELAXED) +
 				       atomic_load_explicit(&c->spare_n, memory_order_relaxed);
 	}
@@ -130,6 +108,10 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 	info->has_ctor = s->ctor != NULL;
 	/* version 3 */
 	info->sheaf_capacity = TUNE(s, sheaf_capacity);
+	/* version 4 */
+	info->cpu_mode = cache_cpu_mode(s);
+	info->freebatch = TUNE(s, freebatch);
+	info->hiwater = TUNE(s, hiwater);
 	info->barn_full_max = TUNE(s, barn_full_max);
 	info->barn_empty_max = TUNE(s, barn_empty_max);
 	/* the barn's counts together, under its lock (a leaf: fine under
@@ -172,6 +154,11 @@ int uslab_cache_get_info(struct uslab_cache *s, struct uslab_cache_info *info)
 	pthread_mutex_unlock(&cache_mutex);
 	if (version == USLAB_CACHE_INFO_VERSION) {
 		memcpy(info, &full, sizeof full);
+		return 0;
+	}
+	if (version == 3) {   /* version 3's fields end where 4's begin */
+		memcpy(info, &full, offsetof(struct uslab_cache_info, cpu_mode));
+		info->version = 3;
 		return 0;
 	}
 	/* an older caller's layout: never written past its own fields */

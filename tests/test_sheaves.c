@@ -28,6 +28,11 @@ static struct uslab_cache *mk(const char *name, size_t size)
 {
 	struct uslab_cache *c = uslab_cache_create(name, size, 0, USLAB_NO_MERGE, NULL);
 	CHECK(c != NULL);
+	/* sheaves, whatever mode the process runs the others in (debug caches
+	 * have no per-CPU layer and refuse) */
+	struct uslab_cache_info in;
+	cache_info(c, &in);
+	CHECK(uslab_cache_tune_set(c, "cpu_mode", USLAB_CPU_SHEAVES) == (cache_debugged(&in) ? -1 : 0));
 	return c;
 }
 

@@ -79,12 +79,25 @@ static void unit(void)
 	CHECK(info.active_objects == 1000);
 	CHECK(info.object_size == 200);
 	CHECK(info.slabs >= 1 && info.total_objects >= 1000);
-	if (info.sheaf_capacity) {   /* this thread holds sheaves of obs_a */
-		CHECK(info.cpu_slabs == 0 && info.cpu_parts == 1);
+	CHECK(info.cpu_parts == 1);
+	switch (info.cpu_mode) {
+	case USLAB_CPU_SHEAVES:      /* this thread holds sheaves of obs_a */
+		CHECK(info.cpu_slabs == 0 && info.owned_slabs == 0);
 		CHECK(info.sheaf_objects <= 2 * info.sheaf_capacity);
-	} else {                     /* or, in classic mode, one CPU slab */
-		CHECK(info.cpu_slabs == 1);
+		break;
+	case USLAB_CPU_CLASSIC:      /* one CPU slab */
+		CHECK(info.cpu_slabs == 1 && info.owned_slabs == 0);
+		break;
+	case USLAB_CPU_HOME:         /* the slabs it allocated from, one of them current */
+		CHECK(info.cpu_slabs == 1 && info.owned_slabs >= 1 && info.owned_slabs <= info.slabs);
+		break;
+	default:                     /* slqb: owned slabs, no current one */
+		CHECK(info.cpu_mode == USLAB_CPU_SLQB && info.owned_slabs >= 1);
+		break;
 	}
+	/* the totals mean the same in every mode */
+	CHECK(info.allocs - info.frees == info.active_objects);
+	CHECK(info.allocs_fast <= info.allocs && info.frees_fast <= info.frees);
 	CHECK(info.flags & USLAB_NO_MERGE);
 	CHECK(uslab_cache_get_info(b, &info) == 0 && info.active_objects == 200);
 	/* version 1 and 2 callers: their layout (30 stat items), nothing
@@ -106,6 +119,13 @@ static void unit(void)
 		CHECK(ev[USLAB_STAT_ALLOC_FAILED] == info.events[USLAB_STAT_ALLOC_FAILED]);
 		CHECK(ev[USLAB_STAT_ALLOC_SLAB] == info.events[USLAB_STAT_ALLOC_SLAB]);
 	}
+	/* a version 3 caller: nothing written past version 3's fields */
+	memset(raw, 0xab, sizeof raw);
+	((struct uslab_cache_info *)raw)->version = 3;
+	CHECK(uslab_cache_get_info(a, (struct uslab_cache_info *)raw) == 0);
+	CHECK(((struct uslab_cache_info *)raw)->version == 3 && ((struct uslab_cache_info *)raw)->active_objects == 1000);
+	for (size_t i = offsetof(struct uslab_cache_info, cpu_mode); i < sizeof raw; i++)
+		CHECK(raw[i] == 0xab);
 	info.version = USLAB_CACHE_INFO_VERSION + 1;
 	errno = 0;
 	CHECK(uslab_cache_get_info(a, &info) == -1 && errno == EINVAL);
