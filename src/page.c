@@ -450,7 +450,9 @@ void page_for_each_slab(void (*fn)(struct slab *d, void *arg), void *arg)
 	for (struct segment *seg = P.segs; seg; seg = seg->next)
 		for (unsigned i = SEG_HEADER_PAGES; i < SEG_PAGES;) {
 			struct slab *d = &seg->desc[i];
-			unsigned k = page_kind(d);
+			/* acquire: pairs with the release that made it a slab after
+			 * its fields were set (slab.c's new_slab), so fn sees them */
+			unsigned k = atomic_load_explicit(&d->kind, memory_order_acquire);
 			if (k == PK_SLAB)
 				fn(d, arg);
 			/* free and allocated blocks alike record their order in the head */
