@@ -165,16 +165,20 @@ fn parse_header(text: &str) -> Header {
     Header { version, stat_items, functions, cache_info_version, stat_events_max }
 }
 
+/// The newest struct uslab_cache_info version src/lib.rs can mirror.
+const NEWEST_MIRRORED: u32 = 4;
+
 /// The struct uslab_cache_info version src/lib.rs mirrors for this header:
-/// 3 (cfg uslab_cache_info_v3) where the header has it, else 2. Newer
-/// versions are not mirrored yet; the library still fills version 3 for a
-/// caller that asks for it. Returns (version, events[] length).
+/// the header's own up to [`NEWEST_MIRRORED`] (4: cfg uslab_cache_info_v4
+/// and uslab_cache_info_v3; 3: uslab_cache_info_v3), else 2. A newer header
+/// is mirrored as 4, which the library still fills for a caller that asks
+/// for it. Returns (version, events[] length).
 fn mirrored_cache_info(header: &Header) -> (u32, usize) {
     if header.cache_info_version >= 3 {
         let max = header
             .stat_events_max
             .expect("uslab-sys: uslab.h has struct uslab_cache_info version 3 but no USLAB_STAT_EVENTS_MAX");
-        (3, max)
+        (header.cache_info_version.min(NEWEST_MIRRORED), max)
     } else {
         // Versions 1 and 2: events[] has one entry per stat item.
         (2, header.stat_items.len())
@@ -246,14 +250,20 @@ fn main() {
         .unwrap_or_else(|e| panic!("uslab-sys: cannot read {}: {}", header_path.display(), e));
     let header = parse_header(&header_text);
     fs::write(out_dir.join("generated.rs"), generate_rust(&header)).expect("writing generated.rs");
-    // struct uslab_cache_info grew sheaf fields in version 3: src/lib.rs
-    // mirrors them under this cfg. (Declared for rustc's check-cfg, which
-    // Rust 1.80 introduced; older Cargo would warn about the key.)
-    if rustc_minor().map_or(false, |m| m >= 80) {
-        println!("cargo:rustc-check-cfg=cfg(uslab_cache_info_v3)");
-    }
-    if mirrored_cache_info(&header).0 >= 3 {
-        println!("cargo:rustc-cfg=uslab_cache_info_v3");
+    // struct uslab_cache_info grew sheaf fields in version 3, and the CPU
+    // mode and totals in version 4: src/lib.rs mirrors each version's
+    // fields under its cfg (v4 sets v3 too). (Declared for rustc's
+    // check-cfg, which Rust 1.80 introduced; older Cargo would warn about
+    // the key.)
+    let mirrored = mirrored_cache_info(&header).0;
+    let check_cfg = rustc_minor().map_or(false, |m| m >= 80);
+    for (cfg, since) in [("uslab_cache_info_v3", 3), ("uslab_cache_info_v4", 4)] {
+        if check_cfg {
+            println!("cargo:rustc-check-cfg=cfg({})", cfg);
+        }
+        if mirrored >= since {
+            println!("cargo:rustc-cfg={}", cfg);
+        }
     }
 
     // CMakeLists.txt: C11 with GNU extensions, -O2 -g, -Wall -Wextra

@@ -24,6 +24,27 @@
 #define LAYOUT_V3(X)
 #endif
 
+/* Version 4: the CPU mode, SLQB's bounds, owned slabs and the totals (cfg
+ * uslab_cache_info_v4), and the USLAB_CPU_* values of the "cpu_mode"
+ * tunable, which src/lib.rs writes out by hand. */
+#if USLAB_CACHE_INFO_VERSION >= 4
+#define LAYOUT_V4(X) \
+	X(offsetof(struct uslab_cache_info, cpu_mode)) \
+	X(offsetof(struct uslab_cache_info, freebatch)) \
+	X(offsetof(struct uslab_cache_info, hiwater)) \
+	X(offsetof(struct uslab_cache_info, owned_slabs)) \
+	X(offsetof(struct uslab_cache_info, allocs)) \
+	X(offsetof(struct uslab_cache_info, allocs_fast)) \
+	X(offsetof(struct uslab_cache_info, frees)) \
+	X(offsetof(struct uslab_cache_info, frees_fast)) \
+	X((size_t)USLAB_CPU_CLASSIC) \
+	X((size_t)USLAB_CPU_SHEAVES) \
+	X((size_t)USLAB_CPU_HOME) \
+	X((size_t)USLAB_CPU_SLQB)
+#else
+#define LAYOUT_V4(X)
+#endif
+
 #define LAYOUT(X) \
 	X(sizeof(struct uslab_cache_info)) \
 	X(offsetof(struct uslab_cache_info, name)) \
@@ -48,6 +69,7 @@
 	X(offsetof(struct uslab_cache_info, cpu_queue)) \
 	X(offsetof(struct uslab_cache_info, has_ctor)) \
 	LAYOUT_V3(X) \
+	LAYOUT_V4(X) \
 	X(sizeof(struct uslab_process_info)) \
 	X(offsetof(struct uslab_process_info, segments)) \
 	X(offsetof(struct uslab_process_info, mapped_bytes)) \

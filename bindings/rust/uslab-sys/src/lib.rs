@@ -66,6 +66,20 @@ pub const USLAB_STORE_USER: c_ulong = 0x0001_0000;
 /// slub_debug T: trace every allocation and free on stderr.
 pub const USLAB_TRACE: c_ulong = 0x0020_0000;
 
+/// `cpu_mode` tunable and [`uslab_cache_info`]`::cpu_mode`: SLUB's CPU slab
+/// and CPU partial lists (the 2011 design).
+///
+/// The `USLAB_CPU_*` values exist from struct uslab_cache_info version 4
+/// on; a library before that rejects the `cpu_mode` tunable (`EINVAL`).
+pub const USLAB_CPU_CLASSIC: c_uint = 0;
+/// `cpu_mode`: per-CPU object arrays (sheaves) and a barn.
+pub const USLAB_CPU_SHEAVES: c_uint = 1;
+/// `cpu_mode`: owned slabs, remote frees batched home (uslab's default).
+pub const USLAB_CPU_HOME: c_uint = 2;
+/// `cpu_mode`: SLQB: home's slabs and a LIFO object queue (tunables
+/// `freebatch`, `hiwater`).
+pub const USLAB_CPU_SLQB: c_uint = 3;
+
 /// The [`uslab_process_info`] version these bindings mirror.
 pub const USLAB_PROCESS_INFO_VERSION: c_uint = 2;
 /// The [`uslab_malloc_info`] version these bindings mirror.
@@ -81,12 +95,14 @@ pub const USLAB_STATS_SLABINFO: c_ulong = 0x2;
 pub const USLAB_STATS_FORM_MASK: c_ulong = 0x3;
 
 /// A snapshot of one cache (`struct uslab_cache_info`), in the version
-/// [`USLAB_CACHE_INFO_VERSION`] names: 3 where the header has it (with the
-/// sheaf fields), else 2. `build.rs` picks it from the header.
+/// [`USLAB_CACHE_INFO_VERSION`] names: the header's, 4 at most (4: the CPU
+/// mode and totals; 3: the sheaf fields), else 2. `build.rs` picks it from
+/// the header.
 ///
 /// Set `version` to [`USLAB_CACHE_INFO_VERSION`] before calling
-/// [`uslab_cache_get_info`]. [`uslab_cache_info::sheaves`] reads the
-/// version-3 fields whichever version is mirrored.
+/// [`uslab_cache_get_info`]. [`uslab_cache_info::sheaves`] and
+/// [`uslab_cache_info::v4`] read the version-3 and version-4 fields
+/// whichever version is mirrored.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct uslab_cache_info {
@@ -159,6 +175,32 @@ pub struct uslab_cache_info {
     /// Version 3: objects in the barn now.
     #[cfg(uslab_cache_info_v3)]
     pub barn_objects: u64,
+    /// Version 4: the `USLAB_CPU_*` mode the cache's CPU parts run.
+    #[cfg(uslab_cache_info_v4)]
+    pub cpu_mode: c_uint,
+    /// Version 4: home, slqb: remote batch size (tunable `freebatch`).
+    #[cfg(uslab_cache_info_v4)]
+    pub freebatch: c_uint,
+    /// Version 4: slqb: queue bound (tunable `hiwater`).
+    #[cfg(uslab_cache_info_v4)]
+    pub hiwater: c_uint,
+    /// Version 4: home, slqb: slabs CPU parts own now.
+    #[cfg(uslab_cache_info_v4)]
+    pub owned_slabs: u64,
+    /// Version 4: every allocation the program made through the cache, in
+    /// any mode, on any path (ALLOC_FASTPATH + ALLOC_PCS + ALLOC_SLOWPATH +
+    /// ALLOC_BULK).
+    #[cfg(uslab_cache_info_v4)]
+    pub allocs: u64,
+    /// Version 4: of those, the fast paths' (ALLOC_FASTPATH + ALLOC_PCS).
+    #[cfg(uslab_cache_info_v4)]
+    pub allocs_fast: u64,
+    /// Version 4: every free, likewise.
+    #[cfg(uslab_cache_info_v4)]
+    pub frees: u64,
+    /// Version 4: of those, the fast paths' (FREE_FASTPATH + FREE_PCS).
+    #[cfg(uslab_cache_info_v4)]
+    pub frees_fast: u64,
 }
 
 /// The sheaf fields of [`uslab_cache_info`] (version 3), all 0 when the
@@ -181,6 +223,28 @@ pub struct uslab_cache_info_sheaves {
     pub barn_empty: u64,
     /// Objects in the barn now.
     pub barn_objects: u64,
+}
+
+/// The fields version 4 added to [`uslab_cache_info`]: the per-CPU mode,
+/// SLQB's bounds, owned slabs and the totals of allocations and frees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct uslab_cache_info_v4 {
+    /// The `USLAB_CPU_*` mode the cache's CPU parts run.
+    pub cpu_mode: c_uint,
+    /// home, slqb: remote batch size (tunable `freebatch`).
+    pub freebatch: c_uint,
+    /// slqb: queue bound (tunable `hiwater`).
+    pub hiwater: c_uint,
+    /// home, slqb: slabs CPU parts own now.
+    pub owned_slabs: u64,
+    /// Every allocation through the cache, whatever the mode and path.
+    pub allocs: u64,
+    /// Of those, the fast paths'.
+    pub allocs_fast: u64,
+    /// Every free through the cache.
+    pub frees: u64,
+    /// Of those, the fast paths'.
+    pub frees_fast: u64,
 }
 
 impl uslab_cache_info {
@@ -207,6 +271,27 @@ impl uslab_cache_info {
         #[cfg(not(uslab_cache_info_v3))]
         {
             uslab_cache_info_sheaves::default()
+        }
+    }
+
+    /// The version-4 fields; `None` when the mirrored version predates them.
+    pub fn v4(&self) -> Option<uslab_cache_info_v4> {
+        #[cfg(uslab_cache_info_v4)]
+        {
+            Some(uslab_cache_info_v4 {
+                cpu_mode: self.cpu_mode,
+                freebatch: self.freebatch,
+                hiwater: self.hiwater,
+                owned_slabs: self.owned_slabs,
+                allocs: self.allocs,
+                allocs_fast: self.allocs_fast,
+                frees: self.frees,
+                frees_fast: self.frees_fast,
+            })
+        }
+        #[cfg(not(uslab_cache_info_v4))]
+        {
+            None
         }
     }
 }
@@ -418,6 +503,21 @@ mod tests {
             offset_of!(uslab_cache_info, barn_empty),
             offset_of!(uslab_cache_info, barn_objects),
         ]);
+        #[cfg(uslab_cache_info_v4)]
+        rust.extend([
+            offset_of!(uslab_cache_info, cpu_mode),
+            offset_of!(uslab_cache_info, freebatch),
+            offset_of!(uslab_cache_info, hiwater),
+            offset_of!(uslab_cache_info, owned_slabs),
+            offset_of!(uslab_cache_info, allocs),
+            offset_of!(uslab_cache_info, allocs_fast),
+            offset_of!(uslab_cache_info, frees),
+            offset_of!(uslab_cache_info, frees_fast),
+            USLAB_CPU_CLASSIC as usize,
+            USLAB_CPU_SHEAVES as usize,
+            USLAB_CPU_HOME as usize,
+            USLAB_CPU_SLQB as usize,
+        ]);
         rust.extend([
             size_of::<uslab_process_info>(),
             offset_of!(uslab_process_info, segments),
@@ -449,9 +549,10 @@ mod tests {
         }
         // The header's struct versions may move ahead of the mirrored ones
         // (the library fills the version asked for), never behind. Where
-        // the header's cache info is newer than version 3, the C struct is
-        // larger than the mirror: then this test fails on its size first,
-        // as it should (mirror the new version).
+        // the header's cache info is newer than the newest mirrored
+        // version (4), the C struct is larger than the mirror: then this
+        // test fails on its size first, as it should (mirror the new
+        // version).
         let mirrored = [
             USLAB_CACHE_INFO_VERSION,
             USLAB_PROCESS_INFO_VERSION,
@@ -491,6 +592,23 @@ mod tests {
         assert_eq!(name.to_str().unwrap(), "ALLOC_FASTPATH");
         // SAFETY: out of range is NULL, by contract.
         assert!(unsafe { uslab_stat_name(USLAB_NR_STAT_ITEMS as uslab_stat_item) }.is_null());
+        // The items version 4's modes count, at the library's numbers.
+        #[cfg(uslab_cache_info_v4)]
+        for (item, expect) in [
+            (USLAB_STAT_FREE_REMOTE, "FREE_REMOTE"),
+            (USLAB_STAT_FLUSH_RFREE_LIST, "FLUSH_RFREE_LIST"),
+            (USLAB_STAT_FLUSH_RFREE_LIST_OBJECTS, "FLUSH_RFREE_LIST_OBJECTS"),
+            (USLAB_STAT_CLAIM_REMOTE_LIST, "CLAIM_REMOTE_LIST"),
+            (USLAB_STAT_CLAIM_REMOTE_LIST_OBJECTS, "CLAIM_REMOTE_LIST_OBJECTS"),
+            (USLAB_STAT_FLUSH_FREE_LIST, "FLUSH_FREE_LIST"),
+            (USLAB_STAT_FLUSH_FREE_LIST_OBJECTS, "FLUSH_FREE_LIST_OBJECTS"),
+            (USLAB_STAT_SLAB_OWN, "SLAB_OWN"),
+            (USLAB_STAT_SLAB_DISOWN, "SLAB_DISOWN"),
+        ] {
+            // SAFETY: in range: a static NUL-terminated string.
+            let name = unsafe { CStr::from_ptr(uslab_stat_name(item)) };
+            assert_eq!(name.to_str().unwrap(), expect);
+        }
     }
 
     #[test]
@@ -508,6 +626,11 @@ mod tests {
             assert_eq!(info.active_objects, 32);
             assert_eq!(info.object_size, 48);
             assert_eq!(CStr::from_ptr(info.name.as_ptr()).to_str().unwrap(), "uslab-sys-test");
+            if let Some(v4) = info.v4() {
+                assert_eq!(v4.allocs - v4.frees, info.active_objects);
+                assert!(v4.allocs >= 32 && v4.allocs_fast <= v4.allocs);
+                assert!(v4.cpu_mode <= USLAB_CPU_SLQB);
+            }
             uslab_cache_free_bulk(c, objs.len(), objs.as_mut_ptr());
             assert_eq!(uslab_cache_validate(c), 0);
             uslab_cache_destroy(c);
