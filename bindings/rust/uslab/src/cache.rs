@@ -72,6 +72,102 @@ impl BitOrAssign for Flags {
     }
 }
 
+/// The per-CPU layer of a cache: what each thread keeps of the cache
+/// between calls, so that most allocations and frees touch no lock and no
+/// other thread's memory. The `cpu_mode` tunable ([`Cache::set_cpu_mode`],
+/// `USLAB_OPTIONS=slub_cpu_mode=NAME`); [`CacheInfo::cpu_mode`] shows the
+/// mode a cache runs.
+///
+/// Values compare by their C number, so `CpuMode::Other(2)` equals
+/// [`CpuMode::Home`]; [`CpuMode::from_raw`] never makes `Other` of a value
+/// it knows.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum CpuMode {
+    /// `"classic"`: SLUB's CPU slab and CPU partial lists (the 2011 design).
+    Classic,
+    /// `"sheaves"`: per-CPU object arrays (sheaves, tunable
+    /// `sheaf_capacity`) and a barn of full and empty ones (SLUB+Q, Linux
+    /// 7.0).
+    Sheaves,
+    /// `"home"`: each thread owns slabs and frees to them without atomics;
+    /// frees of other threads' objects go to their owner in batches
+    /// (tunable `freebatch`). uslab's default.
+    Home,
+    /// `"slqb"`: SLQB as compared in 2009: home's slabs and a LIFO object
+    /// queue flushed `freebatch` objects at a time above `hiwater`.
+    Slqb,
+    /// A mode of a newer uslab that this crate does not name.
+    Other(u32),
+}
+
+impl CpuMode {
+    /// The mode of a `USLAB_CPU_*` value.
+    pub const fn from_raw(value: u32) -> CpuMode {
+        match value {
+            sys::USLAB_CPU_CLASSIC => CpuMode::Classic,
+            sys::USLAB_CPU_SHEAVES => CpuMode::Sheaves,
+            sys::USLAB_CPU_HOME => CpuMode::Home,
+            sys::USLAB_CPU_SLQB => CpuMode::Slqb,
+            other => CpuMode::Other(other),
+        }
+    }
+
+    /// Its `USLAB_CPU_*` value, the `cpu_mode` tunable's.
+    pub const fn to_raw(self) -> u32 {
+        match self {
+            CpuMode::Classic => sys::USLAB_CPU_CLASSIC,
+            CpuMode::Sheaves => sys::USLAB_CPU_SHEAVES,
+            CpuMode::Home => sys::USLAB_CPU_HOME,
+            CpuMode::Slqb => sys::USLAB_CPU_SLQB,
+            CpuMode::Other(v) => v,
+        }
+    }
+
+    /// Its name in `USLAB_OPTIONS` (`slub_cpu_mode=home`); `None` for
+    /// [`CpuMode::Other`].
+    pub const fn name(self) -> Option<&'static str> {
+        match CpuMode::from_raw(self.to_raw()) {
+            CpuMode::Classic => Some("classic"),
+            CpuMode::Sheaves => Some("sheaves"),
+            CpuMode::Home => Some("home"),
+            CpuMode::Slqb => Some("slqb"),
+            CpuMode::Other(_) => None,
+        }
+    }
+
+    /// The mode called `name` (`"slqb"`), if this crate knows it.
+    pub fn by_name(name: &str) -> Option<CpuMode> {
+        [CpuMode::Classic, CpuMode::Sheaves, CpuMode::Home, CpuMode::Slqb]
+            .into_iter()
+            .find(|m| m.name() == Some(name))
+    }
+}
+
+impl PartialEq for CpuMode {
+    fn eq(&self, other: &CpuMode) -> bool {
+        self.to_raw() == other.to_raw()
+    }
+}
+
+impl Eq for CpuMode {}
+
+impl Hash for CpuMode {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.to_raw().hash(state)
+    }
+}
+
+impl fmt::Display for CpuMode {
+    /// The name, or the number of a mode without one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "{}", self.to_raw()),
+        }
+    }
+}
+
 /// A cache of objects of type `T`: uslab's `kmem_cache`.
 ///
 /// Objects come out as [`CacheBox<T>`] handles, which own their object and
@@ -307,6 +403,37 @@ impl<T> Cache<T> {
         } else {
             Err(io::Error::last_os_error())
         }
+    }
+
+    /// Sets the cache's per-CPU mode (the `cpu_mode` tunable). Each thread
+    /// switches at its next allocation slow path, giving back what it held
+    /// in the old mode.
+    ///
+    /// Errors: `EINVAL` for a debug cache (no per-CPU layer: classic only),
+    /// a mode this uslab does not have, or a uslab before modes.
+    ///
+    /// ```
+    /// use uslab::{Cache, CpuMode, Flags};
+    ///
+    /// // NO_MERGE: a merged cache's tunables are those of the cache it
+    /// // shares, which other code uses too.
+    /// let c = Cache::<[u8; 64]>::with_flags("queued", Flags::NO_MERGE)?;
+    /// # if uslab::sys::USLAB_CACHE_INFO_VERSION < 4 { return Ok(()); } // built on a uslab before modes
+    /// c.set_cpu_mode(CpuMode::Slqb)?;
+    /// assert_eq!(c.cpu_mode()?, CpuMode::Slqb);
+    /// assert_eq!(c.info()?.cpu_mode, CpuMode::Slqb);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_cpu_mode(&self, mode: CpuMode) -> io::Result<()> {
+        self.set_tunable("cpu_mode", u64::from(mode.to_raw()))
+    }
+
+    /// The `cpu_mode` tunable. It may say [`CpuMode::Sheaves`] where the
+    /// cache runs classic (`sheaf_capacity` 0), which
+    /// [`CacheInfo::cpu_mode`] shows.
+    pub fn cpu_mode(&self) -> io::Result<CpuMode> {
+        let v = self.tunable("cpu_mode")?;
+        Ok(CpuMode::from_raw(u32::try_from(v).unwrap_or(u32::MAX)))
     }
 
     /// A snapshot of the cache: layout, slabs, objects, event counters.

@@ -60,7 +60,7 @@ mod cache;
 mod stats;
 
 pub use crate::alloc::UslabAlloc;
-pub use crate::cache::{Cache, CacheBox, Flags};
+pub use crate::cache::{Cache, CacheBox, CpuMode, Flags};
 pub use crate::stats::{
     export_path, export_refresh, malloc_info, process_info, stats_string, CacheInfo, Event,
     MallocInfo, ProcessInfo, StatItem, StatsForm,

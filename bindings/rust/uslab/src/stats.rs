@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::ptr::NonNull;
 
-use crate::cache::Flags;
+use crate::cache::{CpuMode, Flags};
 use crate::sys;
 
 /// One of uslab's event counters, the kernel's `enum stat_item`
@@ -79,9 +79,12 @@ pub struct Event {
 
 /// A snapshot of one cache (`uslab_cache_get_info`).
 ///
-/// Counters of live threads are read without stopping them; for another
-/// live thread, objects on its CPU free lists count as allocated until it
-/// exits (as the kernel's slabinfo counts CPU slabs as full).
+/// Counters of live threads are read without stopping them: each is a
+/// moment old, exact once they are quiet. [`CacheInfo::active_objects`] is
+/// what the program holds, [`CacheInfo::allocs`] less [`CacheInfo::frees`]
+/// (plus objects KFENCE sampled, which are in neither). Objects in sheaves,
+/// barns, SLQB queues and remote batches on their way home are free to the
+/// program but in use to the slabs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CacheInfo {
@@ -129,6 +132,32 @@ pub struct CacheInfo {
     pub barn_empty: u64,
     /// Objects in the barn now.
     pub barn_objects: u64,
+    /// The per-CPU mode the cache runs ([`CpuMode::Sheaves`] with
+    /// `sheaf_capacity` 0 shows as [`CpuMode::Classic`]). From a uslab
+    /// before modes: classic or sheaves, by `sheaf_capacity`.
+    pub cpu_mode: CpuMode,
+    /// The `freebatch` tunable (home, slqb): objects a thread gathers for
+    /// another thread's slabs before it sends them in one batch; slqb: also
+    /// the objects a queue flush moves. 0 from a uslab before modes.
+    pub freebatch: u32,
+    /// The `hiwater` tunable (slqb): objects the queue holds before a
+    /// flush. 0 from a uslab before modes.
+    pub hiwater: u32,
+    /// Slabs the threads own now (home, slqb).
+    pub owned_slabs: u64,
+    /// Allocations the program made through the cache, whatever the mode:
+    /// single and bulk, fast and slow paths (ALLOC_FASTPATH + ALLOC_PCS +
+    /// ALLOC_SLOWPATH + ALLOC_BULK).
+    pub allocs: u64,
+    /// Of [`CacheInfo::allocs`], those the fast paths served
+    /// (ALLOC_FASTPATH + ALLOC_PCS).
+    pub allocs_fast: u64,
+    /// Frees through the cache, likewise (FREE_FASTPATH + FREE_PCS +
+    /// FREE_SLOWPATH + FREE_BULK).
+    pub frees: u64,
+    /// Of [`CacheInfo::frees`], those of the fast paths (FREE_FASTPATH +
+    /// FREE_PCS).
+    pub frees_fast: u64,
     /// Slabs that exist.
     pub slabs: u64,
     /// Slabs on the node partial list.
@@ -162,6 +191,28 @@ impl CacheInfo {
         }
         let alias_of = c_name(&raw.alias_of);
         let sheaves = raw.sheaves();
+        let events = raw.stat_events().to_vec();
+        // Before struct version 4, the totals from the counters, as
+        // uslab.h defines them.
+        let v4 = raw.v4().unwrap_or_else(|| {
+            let sum = |names: &[&str]| -> u64 {
+                names
+                    .iter()
+                    .filter_map(|n| StatItem::by_name(n))
+                    .map(|i| events.get(i.index()).copied().unwrap_or(0))
+                    .sum()
+            };
+            let allocs_fast = sum(&["ALLOC_FASTPATH", "ALLOC_PCS"]);
+            let frees_fast = sum(&["FREE_FASTPATH", "FREE_PCS"]);
+            sys::uslab_cache_info_v4 {
+                cpu_mode: if sheaves.sheaf_capacity > 0 { sys::USLAB_CPU_SHEAVES } else { sys::USLAB_CPU_CLASSIC },
+                allocs_fast,
+                allocs: allocs_fast + sum(&["ALLOC_SLOWPATH", "ALLOC_BULK"]),
+                frees_fast,
+                frees: frees_fast + sum(&["FREE_SLOWPATH", "FREE_BULK"]),
+                ..Default::default()
+            }
+        });
         Ok(CacheInfo {
             name: c_name(&raw.name),
             alias_of: if alias_of.is_empty() { None } else { Some(alias_of) },
@@ -184,6 +235,14 @@ impl CacheInfo {
             barn_full: sheaves.barn_full,
             barn_empty: sheaves.barn_empty,
             barn_objects: sheaves.barn_objects,
+            cpu_mode: CpuMode::from_raw(v4.cpu_mode),
+            freebatch: v4.freebatch,
+            hiwater: v4.hiwater,
+            owned_slabs: v4.owned_slabs,
+            allocs: v4.allocs,
+            allocs_fast: v4.allocs_fast,
+            frees: v4.frees,
+            frees_fast: v4.frees_fast,
             slabs: raw.slabs,
             partial_slabs: raw.partial_slabs,
             cpu_slabs: raw.cpu_slabs,
@@ -191,7 +250,7 @@ impl CacheInfo {
             active_objects: raw.active_objects,
             slab_bytes: raw.slab_bytes,
             has_ctor: raw.has_ctor != 0,
-            events: raw.stat_events().to_vec(),
+            events,
         })
     }
 
@@ -211,7 +270,7 @@ impl CacheInfo {
     ///     .iter()
     ///     .filter_map(|name| info.event_by_name(name))
     ///     .sum();
-    /// assert!(allocs >= 1);
+    /// assert!(allocs >= 1 && info.allocs >= allocs);
     /// # drop(x);
     /// # Ok::<(), std::io::Error>(())
     /// ```

@@ -6,7 +6,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::rc::Rc;
 
-use uslab::{Cache, CacheBox, Flags, StatItem};
+use uslab::{Cache, CacheBox, CacheInfo, CpuMode, Flags, StatItem};
 
 /// Counts its drops.
 struct Tracked {
@@ -153,7 +153,18 @@ fn tunables_pass_names_through() -> io::Result<()> {
     // The names are uslab's, not the crate's: whichever of these this uslab
     // has must read back what was set (the set changes between releases).
     let mut known = 0;
-    for name in ["min_partial", "order", "cpu_partial", "cpu_queue", "sheaf_capacity", "barn_full", "barn_empty"] {
+    for name in [
+        "min_partial",
+        "order",
+        "cpu_partial",
+        "cpu_queue",
+        "cpu_mode",
+        "freebatch",
+        "hiwater",
+        "sheaf_capacity",
+        "barn_full",
+        "barn_empty",
+    ] {
         if let Ok(v) = cache.tunable(name) {
             cache.set_tunable(name, v)?;
             assert_eq!(cache.tunable(name)?, v, "{}", name);
@@ -243,4 +254,173 @@ fn trait_forwarding() -> io::Result<()> {
     assert!(set.contains(&5));
     assert!(format!("{:?}", cache).contains("u32s"));
     Ok(())
+}
+
+const MODES: [CpuMode; 4] = [CpuMode::Classic, CpuMode::Sheaves, CpuMode::Home, CpuMode::Slqb];
+
+/// Whether the linked uslab has per-CPU modes (struct version 4 and the
+/// cpu_mode tunable).
+fn has_modes() -> bool {
+    uslab::sys::USLAB_CACHE_INFO_VERSION >= 4
+}
+
+/// The mode info shows for `set`: sheaves without a sheaf capacity run
+/// classic.
+fn runs(set: CpuMode, info: &CacheInfo) -> CpuMode {
+    if set == CpuMode::Sheaves && info.sheaf_capacity == 0 {
+        CpuMode::Classic
+    } else {
+        set
+    }
+}
+
+#[test]
+fn cpu_mode_set_reads_back_from_the_info() -> io::Result<()> {
+    if !has_modes() {
+        return Ok(());
+    }
+    let cache: Cache<[u64; 12]> = Cache::with_flags("moded", Flags::NO_MERGE)?;
+    let mut held = Vec::new();
+    for mode in MODES.into_iter().chain(MODES.into_iter().rev()) {
+        cache.set_cpu_mode(mode)?;
+        assert_eq!(cache.cpu_mode()?, mode);
+        assert_eq!(cache.tunable("cpu_mode")?, u64::from(mode.to_raw()));
+        let info = cache.info()?;
+        assert_eq!(info.cpu_mode, runs(mode, &info), "set {}", mode);
+        // Objects allocated in one mode are freed in another: this thread
+        // switches at its next slow path, the objects stay valid.
+        for i in 0..300 {
+            held.push(cache.alloc([i; 12])?);
+        }
+        held.drain(..150);
+        assert_eq!(cache.info()?.cpu_mode, info.cpu_mode);
+    }
+    assert!(held.iter().all(|o| o[0] == o[11]));
+    drop(held);
+    assert_eq!(cache.info()?.active_objects, 0);
+    assert_eq!(cache.validate(), 0);
+
+    // SLQB's bounds, as tunables and in the info.
+    cache.set_cpu_mode(CpuMode::Slqb)?;
+    cache.set_tunable("freebatch", 24)?;
+    cache.set_tunable("hiwater", 96)?;
+    let info = cache.info()?;
+    assert_eq!((info.cpu_mode, info.freebatch, info.hiwater), (CpuMode::Slqb, 24, 96));
+    assert!(cache.set_tunable("freebatch", 0).is_err(), "freebatch 0");
+
+    // A mode uslab does not have, by number.
+    let err = cache.set_cpu_mode(CpuMode::Other(99)).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(22), "EINVAL");
+    assert_eq!(cache.cpu_mode()?, CpuMode::Slqb);
+
+    // Debug caches have no per-CPU layer: classic only.
+    let debugged: Cache<[u64; 12]> = Cache::with_flags("moded-debug", Flags::DEBUG)?;
+    assert_eq!(debugged.info()?.cpu_mode, CpuMode::Classic);
+    assert_eq!(debugged.set_cpu_mode(CpuMode::Home).unwrap_err().raw_os_error(), Some(22));
+    debugged.set_cpu_mode(CpuMode::Classic)?;
+    Ok(())
+}
+
+#[test]
+fn cpu_mode_names_and_numbers() {
+    for (mode, name, raw) in [
+        (CpuMode::Classic, "classic", uslab::sys::USLAB_CPU_CLASSIC),
+        (CpuMode::Sheaves, "sheaves", uslab::sys::USLAB_CPU_SHEAVES),
+        (CpuMode::Home, "home", uslab::sys::USLAB_CPU_HOME),
+        (CpuMode::Slqb, "slqb", uslab::sys::USLAB_CPU_SLQB),
+    ] {
+        assert_eq!(mode.name(), Some(name));
+        assert_eq!(mode.to_string(), name);
+        assert_eq!(CpuMode::by_name(name), Some(mode));
+        assert_eq!(mode.to_raw(), raw);
+        assert_eq!(CpuMode::from_raw(raw), mode);
+        assert_eq!(CpuMode::Other(raw), mode, "compared by number");
+    }
+    assert_eq!(CpuMode::from_raw(7), CpuMode::Other(7));
+    assert_eq!(CpuMode::Other(7).name(), None);
+    assert_eq!(CpuMode::Other(7).to_string(), "7");
+    assert_eq!(CpuMode::by_name("slub"), None);
+}
+
+/// The totals in every mode: allocs - frees is what the program holds.
+#[test]
+fn totals_count_every_allocation_and_free() -> io::Result<()> {
+    const N: usize = 2000;
+    const BULK: usize = 300;
+    let check = |info: &CacheInfo, held: u64, what: &str| {
+        assert_eq!(info.allocs - info.frees, info.active_objects, "{}: {:?}", what, info);
+        assert_eq!(info.active_objects, held, "{}", what);
+        assert!(info.allocs_fast <= info.allocs && info.frees_fast <= info.frees, "{}: {:?}", what, info);
+        // The totals are the counters' sums, as uslab.h defines them.
+        let sum = |names: &[&str]| -> u64 { names.iter().filter_map(|n| info.event_by_name(n)).sum() };
+        assert_eq!(info.allocs, sum(&["ALLOC_FASTPATH", "ALLOC_PCS", "ALLOC_SLOWPATH", "ALLOC_BULK"]), "{}", what);
+        assert_eq!(info.frees, sum(&["FREE_FASTPATH", "FREE_PCS", "FREE_SLOWPATH", "FREE_BULK"]), "{}", what);
+    };
+    let modes: &[Option<CpuMode>] = if has_modes() {
+        &[None, Some(CpuMode::Classic), Some(CpuMode::Sheaves), Some(CpuMode::Home), Some(CpuMode::Slqb)]
+    } else {
+        &[None]
+    };
+    for &mode in modes {
+        let cache: Cache<[u32; 20]> = Cache::with_flags("totals", Flags::NO_MERGE)?;
+        if let Some(mode) = mode {
+            cache.set_cpu_mode(mode)?;
+        }
+        let what = format!("{:?}", mode);
+        let mut objs: Vec<_> = (0..N as u32).map(|i| cache.alloc([i; 20])).collect::<io::Result<_>>()?;
+        objs.extend(cache.alloc_bulk(BULK, |i| [i as u32; 20])?);
+        let info = cache.info()?;
+        check(&info, (N + BULK) as u64, &what);
+        assert!(info.allocs >= (N + BULK) as u64, "{}: {:?}", what, info);
+
+        // Every other object singly, the rest in one bulk free.
+        let mut rest = Vec::new();
+        for (i, o) in objs.into_iter().enumerate() {
+            if i % 2 == 0 {
+                drop(o);
+            } else {
+                rest.push(o);
+            }
+        }
+        check(&cache.info()?, rest.len() as u64, &what);
+        cache.free_bulk(rest);
+        let info = cache.info()?;
+        check(&info, 0, &what);
+        assert!(info.frees >= (N + BULK) as u64, "{}: {:?}", what, info);
+
+        // Allocations right after frees reuse what this thread holds: the
+        // fast paths (SLQB's allocations from slabs, above, are all slow
+        // ones), unless slub_debug from USLAB_OPTIONS took them away.
+        for i in 0..100 {
+            drop(cache.alloc([i; 20])?);
+        }
+        let info = cache.info()?;
+        check(&info, 0, &what);
+        if info.flags.bits() & (Flags::DEBUG | Flags::TRACE).bits() == 0 {
+            assert!(info.allocs_fast > 0 && info.frees_fast > 0, "{}: {:?}", what, info);
+        }
+        assert_eq!(cache.validate(), 0);
+    }
+    Ok(())
+}
+
+#[test]
+fn the_mode_counters_are_stat_items() {
+    if !has_modes() {
+        return;
+    }
+    for name in [
+        "FREE_REMOTE",
+        "FLUSH_RFREE_LIST",
+        "FLUSH_RFREE_LIST_OBJECTS",
+        "CLAIM_REMOTE_LIST",
+        "CLAIM_REMOTE_LIST_OBJECTS",
+        "FLUSH_FREE_LIST",
+        "FLUSH_FREE_LIST_OBJECTS",
+        "SLAB_OWN",
+        "SLAB_DISOWN",
+    ] {
+        let item = StatItem::by_name(name).unwrap_or_else(|| panic!("no stat item {}", name));
+        assert!(!item.description().is_empty());
+    }
 }

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 
-use uslab::{Cache, CacheBox, Flags};
+use uslab::{Cache, CacheBox, CpuMode, Flags};
 
 #[derive(Debug)]
 struct Message {
@@ -104,6 +104,37 @@ fn objects_outlive_their_allocating_thread() -> io::Result<()> {
     assert!(objs.iter().enumerate().all(|(i, o)| **o == i as u128));
     drop(objs);
     assert_eq!(cache.info()?.active_objects, 0);
+    assert_eq!(cache.validate(), 0);
+    Ok(())
+}
+
+/// Home mode: objects freed by a thread that does not own their slabs go
+/// back in batches; the totals still count every free at once.
+#[test]
+fn home_mode_sends_remote_frees_home() -> io::Result<()> {
+    if uslab::sys::USLAB_CACHE_INFO_VERSION < 4 {
+        return Ok(()); // a uslab before per-CPU modes
+    }
+    const N: u64 = 5000;
+    let cache: Cache<[u64; 4]> = Cache::with_flags("remote-frees", Flags::NO_MERGE)?;
+    cache.set_cpu_mode(CpuMode::Home)?;
+    let objs: Vec<CacheBox<'_, [u64; 4]>> = (0..N).map(|i| cache.alloc([i; 4])).collect::<io::Result<_>>()?;
+    let info = cache.info()?;
+    assert_eq!(info.cpu_mode, CpuMode::Home);
+    assert!(info.owned_slabs >= 1, "{:?}", info);
+    thread::scope(|s| {
+        s.spawn(move || drop(objs));
+    });
+    let info = cache.info()?;
+    assert_eq!(info.active_objects, 0, "{:?}", info);
+    assert_eq!(info.allocs - info.frees, 0);
+    assert!(info.allocs >= N && info.frees >= N, "{:?}", info);
+    let remote = info.event_by_name("FREE_REMOTE").unwrap_or(0);
+    assert!(remote > 0, "frees by another thread than the owner: {:?}", info);
+    // This thread takes its inbox at its slow paths: allocate through them.
+    let again: Vec<_> = (0..N).map(|i| cache.alloc([i; 4])).collect::<io::Result<_>>()?;
+    assert_eq!(cache.info()?.active_objects, N);
+    drop(again);
     assert_eq!(cache.validate(), 0);
     Ok(())
 }
