@@ -169,13 +169,26 @@ static void own(struct uslab_cache *s, struct cpu_cache *c, struct slab *d)
 static void disown(struct uslab_cache *s, struct cpu_cache *c, struct slab *d)
 {
 	void *fl = d->lfree;
+	bool empty = !d->pfree;   /* (strays merged: every object is on lfree) */
 	d->lfree = NULL;
 	d->pfree = 0;
 	atomic_store_explicit(&d->otag, 0, memory_order_relaxed);
 	atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
 	__atomic_store_n(&c->own_slabs, c->own_slabs - 1, __ATOMIC_RELAXED);
 	stat_inc(s, c, USLAB_STAT_SLAB_DISOWN);
-	cpu_slab_deactivate(s, c, d, fl);
+	if (!empty) {
+		cpu_slab_deactivate(s, c, d, fl);
+		return;
+	}
+	/* empty: kept on the node's empty list for the next part that needs a
+	 * slab (no page allocator, no new free list), within the budget */
+	uint64_t old = atomic_load_explicit(&d->fc, memory_order_acquire);
+	while (!slab_cas(d, &old, fc_make(fl, 0, false)))
+		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+	if (unlikely(fc_inuse(old) != d->objects || fc_freelist(old, d)))
+		report_fatal("slab %p of cache '%s': empty to its owner, but its word says inuse %u", slab_base(d),
+			     s->name, fc_inuse(old));
+	slab_keep_empty(s, c, d);
 }
 
 /* ---- the current slab (home) ---------------------------------------------- */
@@ -394,6 +407,14 @@ static struct slab *take_node_slab(struct uslab_cache *s, struct cpu_cache *c, v
 static struct slab *acquire_slab(struct uslab_cache *s, struct cpu_cache *c, void **fl, unsigned *cnt)
 {
 	struct slab *d = take_node_slab(s, c, fl, cnt);
+	if (!d && (d = slab_take_empty(s, c)) != NULL) {
+		/* unlisted and empty: nobody else can touch its word */
+		uint64_t old = atomic_load_explicit(&d->fc, memory_order_acquire);
+		while (!slab_cas(d, &old, fc_make(NULL, d->objects, true)))
+			stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+		*fl = fc_freelist(old, d);
+		*cnt = d->objects;
+	}
 	if (!d) {
 		d = slab_new(s, c, fl);
 		if (!d)

@@ -104,8 +104,10 @@ static bool decay_cache_locked(struct uslab_cache *s, bool all, struct cpu_cache
 		pending = true;
 	}
 	b->seen_gets = gets;
-	/* empty slabs the node list keeps (min_partial): when nobody used the
-	 * cache for a pass */
+	/* empty slabs kept for reuse longer than decay_ms, whoever uses the
+	 * cache; and those the node list keeps (min_partial) when nobody used
+	 * it for a pass */
+	slab_decay_empty(s);
 	if (all || idle) {
 		*taken += slab_shrink_node(s);
 	} else if (atomic_load_explicit(&s->node.nr_partial, memory_order_relaxed)) {

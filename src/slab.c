@@ -847,6 +847,106 @@ void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 	c->mode = CPU_NR_MODES;   /* set up again at its next slow path */
 }
 
+/* ---- empty slabs kept for reuse ------------------------------------------ */
+
+/* Bytes in every cache's empty lists: with the page allocator's dirty pages,
+ * the memory kept for reuse; both are bounded by decay_dirty_max each. */
+static _Atomic long empty_bytes;
+
+static void empty_unlink_locked(struct node *n, struct slab *slab)
+{
+	if (slab->prev)
+		slab->prev->next = slab->next;
+	else
+		n->empty_head = slab->next;
+	if (slab->next)
+		slab->next->prev = slab->prev;
+	else
+		n->empty_tail = slab->prev;
+	slab->next = slab->prev = NULL;
+	slab->on_node = 0;
+	atomic_store_explicit(&n->nr_empty, atomic_load_explicit(&n->nr_empty, memory_order_relaxed) - 1,
+			      memory_order_relaxed);
+	atomic_fetch_sub_explicit(&empty_bytes, (long)PAGE_SIZE << slab->order, memory_order_relaxed);
+}
+
+/* Unlink the empty slabs kept longer than decay_ms (the oldest are at the
+ * tail) onto *discard. list_lock held. */
+static void empty_age_locked(struct node *n, uint64_t now, struct slab **discard)
+{
+	unsigned delay = __atomic_load_n(&page_purge_delay_ms, __ATOMIC_RELAXED);
+	struct slab *slab;
+	while ((slab = n->empty_tail) != NULL && now - MIN(now, slab->free_time) >= delay) {
+		empty_unlink_locked(n, slab);
+		slab->next = *discard;
+		*discard = slab;
+	}
+}
+
+static void discard_list(struct uslab_cache *s, struct cpu_cache *c, struct slab *list)
+{
+	while (list) {
+		struct slab *slab = list;
+		list = slab->next;
+		slab_discard(s, c, slab);
+	}
+}
+
+void slab_keep_empty(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	struct node *n = &s->node;
+	long bytes = (long)PAGE_SIZE << slab->order;
+	long cap = (long)__atomic_load_n(&page_dirty_max_mb, __ATOMIC_RELAXED) << 20;
+	struct slab *discard = NULL;
+	uint64_t now = os_now_ms();
+	slab_node_lock(s, c);
+	if (atomic_load_explicit(&empty_bytes, memory_order_relaxed) + bytes > cap) {
+		slab->next = discard;   /* over the budget: to the page allocator, whose decay takes over */
+		discard = slab;
+	} else {
+		slab->free_time = now;
+		slab->on_node = 2;
+		slab->prev = NULL;
+		slab->next = n->empty_head;
+		if (n->empty_head)
+			n->empty_head->prev = slab;
+		else
+			n->empty_tail = slab;
+		n->empty_head = slab;
+		atomic_store_explicit(&n->nr_empty, atomic_load_explicit(&n->nr_empty, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+		atomic_fetch_add_explicit(&empty_bytes, bytes, memory_order_relaxed);
+	}
+	empty_age_locked(n, now, &discard);
+	slab_node_unlock(s);
+	discard_list(s, c, discard);
+}
+
+struct slab *slab_take_empty(struct uslab_cache *s, struct cpu_cache *c)
+{
+	struct node *n = &s->node;
+	if (!atomic_load_explicit(&n->nr_empty, memory_order_relaxed))
+		return NULL;   /* racy peek: a miss only means a new slab */
+	slab_node_lock(s, c);
+	struct slab *slab = n->empty_head;
+	if (slab)
+		empty_unlink_locked(n, slab);
+	slab_node_unlock(s);
+	return slab;
+}
+
+void slab_decay_empty(struct uslab_cache *s)
+{
+	struct node *n = &s->node;
+	struct slab *discard = NULL;
+	if (!atomic_load_explicit(&n->nr_empty, memory_order_relaxed))
+		return;
+	slab_node_lock(s, NULL);
+	empty_age_locked(n, os_now_ms(), &discard);
+	slab_node_unlock(s);
+	discard_list(s, NULL, discard);
+}
+
 /* ---- shrink and accounting --------------------------------------------- */
 
 unsigned long slab_shrink_node(struct uslab_cache *s)
@@ -855,6 +955,12 @@ unsigned long slab_shrink_node(struct uslab_cache *s)
 	struct slab *discard = NULL;
 	unsigned long freed = 0;
 	slab_node_lock(s, NULL);
+	while (n->empty_head) {
+		struct slab *slab = n->empty_head;
+		empty_unlink_locked(n, slab);
+		slab->next = discard;
+		discard = slab;
+	}
 	for (struct slab *slab = n->partial_head, *nx; slab; slab = nx) {
 		nx = slab->next;
 		/* listed and empty: no object is out, nothing can change it */
@@ -879,6 +985,8 @@ unsigned long slab_count_live(struct uslab_cache *s)
 	struct node *n = &s->node;
 	slab_node_lock(s, NULL);
 	long live = atomic_load_explicit(&n->total_objects, memory_order_relaxed);
+	for (struct slab *slab = n->empty_head; slab; slab = slab->next)
+		live -= slab->objects;
 	for (struct slab *slab = n->partial_head; slab; slab = slab->next) {
 		unsigned inuse = fc_inuse(atomic_load_explicit(&slab->fc, memory_order_acquire));
 		live -= slab->objects - inuse;

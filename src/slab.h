@@ -117,6 +117,14 @@ struct node {
 	pthread_mutex_t list_lock;
 	struct slab *partial_head, *partial_tail;
 	_Atomic unsigned long nr_partial; /* slabs on the partial list (written under list_lock, peeked without) */
+	/* Empty slabs kept for reuse (home and slqb give theirs back here;
+	 * list_lock): newest first, each stamped when it came (free_time), so
+	 * that a slab that empties and is wanted again within decay_ms costs no
+	 * trip through the page allocator and no new free list. Bounded by
+	 * decay_ms and, with the page allocator's dirty pages, by
+	 * decay_dirty_max (slab_keep_empty). */
+	struct slab *empty_head, *empty_tail;
+	_Atomic unsigned long nr_empty;
 	_Atomic long nr_slabs;          /* slabs of the cache that exist */
 	_Atomic long total_objects;     /* object slots in those slabs */
 	struct barn barn;
@@ -560,8 +568,16 @@ USLAB_HIDDEN bool slab_cas(struct slab *slab, uint64_t *old, uint64_t new);
 /* Give a CPU part's objects and slabs back (owner, or cache_mutex holder
  * when the owner cannot be running on this cache): sheaves or classic. */
 USLAB_HIDDEN void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c);
-/* Free every empty slab on the node list. Returns the number freed. */
+/* Free every empty slab on the node lists. Returns the number freed. */
 USLAB_HIDDEN unsigned long slab_shrink_node(struct uslab_cache *s);
+/* Free the empty slabs kept longer than decay_ms. */
+USLAB_HIDDEN void slab_decay_empty(struct uslab_cache *s);
+/* Keep an empty, unowned, unfrozen slab (its whole list in its word) on
+ * the node's empty list, or free it when the budget is spent. */
+USLAB_HIDDEN void slab_keep_empty(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab);
+/* An empty slab from the node's empty list (unlisted, its whole list in its
+ * word), or NULL. */
+USLAB_HIDDEN struct slab *slab_take_empty(struct uslab_cache *s, struct cpu_cache *c);
 /* Live objects, counted from the slabs; objects in sheaves and barns count
  * as live (they are, to the slabs). */
 USLAB_HIDDEN unsigned long slab_count_live(struct uslab_cache *s);
