@@ -115,6 +115,30 @@ static __attribute__((noinline)) void batch_malloc(unsigned long reps)
 	}
 }
 
+/* Bulk against single calls, n objects at a time: the same objects come
+ * and go either way (alloc n, free them in the same order). */
+static unsigned bulk_n;
+static __attribute__((noinline)) void bulk_single(unsigned long reps)
+{
+	for (unsigned long r = 0; r < reps; r++) {
+		for (unsigned i = 0; i < bulk_n; i++)
+			slots[i] = uslab_cache_alloc(cache);
+		KEEP(slots);
+		for (unsigned i = 0; i < bulk_n; i++)
+			uslab_cache_free(cache, slots[i]);
+	}
+}
+
+static __attribute__((noinline)) void bulk_bulk(unsigned long reps)
+{
+	for (unsigned long r = 0; r < reps; r++) {
+		if (__builtin_expect(uslab_cache_alloc_bulk(cache, bulk_n, slots) != bulk_n, 0))
+			die("uslab_cache_alloc_bulk");
+		KEEP(slots);
+		uslab_cache_free_bulk(cache, bulk_n, slots);
+	}
+}
+
 /*
  * Run a measured loop with the stack moved by `off` bytes. The cost of a
  * pair depends on where the stack sits relative to the allocator's data
@@ -290,6 +314,38 @@ int main(int argc, char **argv)
 		bm[r] = (t2 - t1) / ((double)batch_reps * BATCH);
 	}
 
+	/* bulk against single calls, per object (uslab only) */
+	static const unsigned bulk_sizes[] = { 1, 32, 128, 250 };
+	enum { NBULK = sizeof bulk_sizes / sizeof bulk_sizes[0] };
+	double bulk_ratio[NBULK], bulk_ns[NBULK], single_ns[NBULK];
+	double *bs = calloc(rounds, sizeof(double)), *bb = calloc(rounds, sizeof(double));
+	double *br = calloc(rounds, sizeof(double));
+	if (!bs || !bb || !br)
+		die("calloc");
+	for (unsigned k = 0; k < NBULK; k++) {
+		bulk_n = bulk_sizes[k];
+		unsigned long reps = pairs / (4 * bulk_n) + 1;
+		bulk_single(reps / 10 + 1);
+		bulk_bulk(reps / 10 + 1);
+		for (unsigned r = 0; r < rounds; r++) {
+			unsigned off = round_offset(r, rounds);
+			double t0 = now_ns();
+			at_offset(bulk_single, reps, off);
+			double t1 = now_ns();
+			at_offset(bulk_bulk, reps, off);
+			double t2 = now_ns();
+			bs[r] = (t1 - t0) / ((double)reps * bulk_n);
+			bb[r] = (t2 - t1) / ((double)reps * bulk_n);
+			br[r] = bb[r] / bs[r];
+		}
+		single_ns[k] = summarize(bs, rounds).median;
+		bulk_ns[k] = summarize(bb, rounds).median;
+		bulk_ratio[k] = summarize(br, rounds).median;   /* the median of in-round ratios */
+	}
+	free(bs);
+	free(bb);
+	free(br);
+
 	struct summary spu = summarize(pu, rounds), spm = summarize(pm, rounds);
 	struct summary sbu = summarize(bu, rounds), sbm = summarize(bm, rounds);
 	double pair_ratio = spu.median / spm.median, batch_ratio = sbu.median / sbm.median;
@@ -340,10 +396,13 @@ int main(int argc, char **argv)
 			       info.name, afast, ffast,
 			       (unsigned long long)ev[USLAB_STAT_NODE_LOCK],
 			       (unsigned long long)info.slabs, info.order, info.objects_per_slab);
+		for (unsigned k = 0; k < NBULK; k++)
+			printf("bulk of %3u: %.2f ns/object, single calls %.2f ns/object: %.3f of single calls\n",
+			       bulk_sizes[k], bulk_ns[k], single_ns[k], bulk_ratio[k]);
 		printf("RESULT pair_uslab=%.3f pair_malloc=%.3f batch_uslab=%.3f batch_malloc=%.3f "
-		       "pair_ratio=%.4f batch_ratio=%.4f malloc=%s\n",
+		       "pair_ratio=%.4f batch_ratio=%.4f malloc=%s bulk1=%.4f bulk32=%.4f bulk128=%.4f bulk250=%.4f\n",
 		       spu.median, spm.median, sbu.median, sbm.median, pair_ratio, batch_ratio,
-		       basename_of(provider));
+		       basename_of(provider), bulk_ratio[0], bulk_ratio[1], bulk_ratio[2], bulk_ratio[3]);
 	}
 
 	uslab_cache_destroy(cache);

@@ -28,6 +28,13 @@
 #                  4 KiB) into it, 20 M times per thread
 #   smallloop      one thread, 16..64 B: malloc+free pairs and bursts of
 #                  8..64 blocks freed LIFO or FIFO
+#   shbench2, shbench8  SmartHeap style: 2 (8) threads, each allocating
+#                  batches of 1000 blocks of 1..1000 B and freeing them in
+#                  an order that varies by round (as allocated, reversed,
+#                  interleaved, shuffled); no block crosses threads
+#   handoff        8 threads at a time (more than the CPUs) allocate 4000
+#                  blocks of 16..512 B each, free what the last generation's
+#                  threads left them, leave theirs for the next, and exit
 #
 # Prints a table: per workload and allocator the median time and peak RSS
 # with their ratio to mimalloc, and a geometric-mean row (over workloads) of
@@ -57,7 +64,7 @@ PY=/usr/bin/python3
 quick=0
 reps=""
 peers="glibc jemalloc tcmalloc mimalloc uslab"
-workloads="uhackbench larson cache_scratch cache_thrash prodcons strbuild churn largealloc xfree mthread smallloop"
+workloads="uhackbench larson cache_scratch cache_thrash prodcons strbuild churn largealloc xfree mthread smallloop shbench2 shbench8 handoff"
 install=1
 chart=1
 save=1
@@ -148,6 +155,9 @@ CMD[largealloc]="$MB/largealloc 2000 8";               QCMD[largealloc]="$MB/lar
 CMD[xfree]="$MB/xfree 2 200000 30 50000 256 1024";     QCMD[xfree]="$MB/xfree 2 20000 3 5000 256 1024"
 CMD[mthread]="$MB/mthread 2 20000000 1024 4096";       QCMD[mthread]="$MB/mthread 2 200000 1024 4096"
 CMD[smallloop]="$MB/smallloop 1000000 16";             QCMD[smallloop]="$MB/smallloop 20000 16"
+CMD[shbench2]="$MB/shbench 2 10000 1000 1 1000";       QCMD[shbench2]="$MB/shbench 2 100 1000 1 1000"
+CMD[shbench8]="$MB/shbench 8 2500 1000 1 1000";        QCMD[shbench8]="$MB/shbench 8 25 1000 1 1000"
+CMD[handoff]="$MB/handoff 8 200 4000";                 QCMD[handoff]="$MB/handoff 8 5 1000"
 wl=()
 for w in $workloads; do
 	[ -n "${CMD[$w]+x}" ] || { echo "peers.sh: unknown workload '$w'" >&2; exit 2; }
