@@ -72,6 +72,8 @@ static size_t classic_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, siz
 	return nr;
 }
 
+static size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void **objs);
+
 size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 {
 	if (!nr)
@@ -81,6 +83,30 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		return 0;
 	}
 	s = cache_root(s);
+	struct cpu_cache *c = cpu_this(s);
+	/* home mode: the current slab's list straight into objs[], no more
+	 * bookkeeping than a single allocation unless it runs dry; one object
+	 * as the single allocation's pop (counted as bulk) */
+	if (nr == 1 && likely(c->cache == s) && c->mode == CPU_HOME) {
+		void *x = c->freelist, *next;
+		if (likely(x != NULL) && likely(cpu_next_ok(c, next = cpu_fp_get(c, x)))) {
+			c->freelist = next;
+			cpu_fp_scrub(c, x);
+			track_alloc(x, s->object_size);
+			cpu_count(&c->stat[USLAB_STAT_ALLOC_BULK], 1);
+			objs[0] = x;
+			return 1;
+		}
+	}
+	size_t got;
+	if (likely(c->cache == s) && c->mode == CPU_HOME && (got = home_alloc_bulk_fast(s, c, nr, objs)) != 0)
+		return got;
+	return alloc_bulk_general(s, nr, objs);
+}
+
+/* Every other mode, debug caches, threads without a part, hardened. */
+static NOINLINE size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void **objs)
+{
 	struct cpu_cache *c = bulk_cpu(s);
 	size_t got;
 	if (!c) {   /* one at a time; each is counted (ALLOC_BULK or ALLOC_SLOWPATH) */
@@ -152,6 +178,8 @@ static void classic_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t
 	}
 }
 
+static void free_bulk_general(struct uslab_cache *named, struct uslab_cache *s, size_t nr, void **objs);
+
 void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 {
 	if (!nr || !objs)
@@ -160,6 +188,30 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		report_fatal("free_bulk of %zu objects to a NULL cache", nr);
 	struct uslab_cache *named = s;
 	s = cache_root(s);
+	struct cpu_cache *c = cpu_this(s);
+	if (nr == 1 && objs[0]) {   /* one object of this thread's current slab: as a single free */
+		void *x = objs[0];
+		uintptr_t base;
+		struct slab *d = page_obj_lookup(x, &base);
+		struct cpu_cache *o;
+		if (atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag && d->cache == s &&
+		    (o = atomic_load_explicit(&d->owner, memory_order_relaxed))->slab == d &&
+		    cpu_offset_ok(o, d, (uintptr_t)x - base) && cpu_fp_swap(o, x, o->freelist)) {
+			track_free(x, s->object_size);
+			o->freelist = x;
+			cpu_count(&o->stat[USLAB_STAT_FREE_BULK], 1);
+			return;
+		}
+	}
+	if (likely(c->cache == s) && c->mode == CPU_HOME) {   /* checks each object as it goes */
+		home_free_bulk_fast(named, c, nr, objs);
+		return;
+	}
+	free_bulk_general(named, s, nr, objs);
+}
+
+static NOINLINE void free_bulk_general(struct uslab_cache *named, struct uslab_cache *s, size_t nr, void **objs)
+{
 	struct cpu_cache *c = bulk_cpu(s);
 	/* Check every object as a single free would, in chunks compacted of
 	 * NULLs; debug caches and CPU-less threads free one at a time. */

@@ -713,3 +713,158 @@ void home_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void 
 			route(s, c, d, x);
 	}
 }
+
+/* ---- the bulk API's lean paths (home mode) ------------------------------------------ */
+
+size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+{
+	size_t i = 0;
+	void *x = c->freelist;
+	uintptr_t base = c->slab_base, span = c->slab_span;   /* locals: objs[] may alias the part */
+	while (i < nr) {
+		if (unlikely(!x)) {
+			c->freelist = NULL;
+			slab_cpu_enter(s, c);   /* a slow path from here: its bookkeeping */
+			bool ok = c->mode == CPU_HOME && home_refill(s, c);
+			cpu_idle(c);
+			if (!ok) {
+				if (c->mode == CPU_HOME)
+					stat_inc(s, c, USLAB_STAT_ALLOC_FAILED), errno = ENOMEM;
+				/* nothing stays allocated (counted, so that the free counts back) */
+				stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
+				if (i)
+					uslab_cache_free_bulk(s, i, objs);
+				return 0;   /* (a mode change: the caller's general path) */
+			}
+			x = c->freelist;
+			base = c->slab_base;
+			span = c->slab_span;
+		}
+		void *next = cpu_fp_get(c, x);
+		if (unlikely(next && (uintptr_t)next - base >= span))
+			slab_bad_freelist(s, x, next);
+		cpu_fp_scrub(c, x);
+		track_alloc(x, s->object_size);
+		objs[i++] = x;
+		x = next;
+	}
+	c->freelist = x;
+	stat_add(s, c, USLAB_STAT_ALLOC_BULK, nr);
+	return nr;
+}
+
+/* One object the lean loop does not take (not a live slab object of the
+ * cache, or a KFENCE object): the single free's path, which reports or
+ * frees it, counted as a bulk free. */
+static void bulk_free_one(struct uslab_cache *named, void *x)
+{
+	struct slab *d = page_obj_slab(x);
+	struct uslab_cache *s = cache_root(named);
+	if (page_kind(d) != PK_SLAB || d->cache != s || !slab_obj_valid(s, d, x)) {
+		if (kfence_owns(x)) {
+			kfence_free(x, named, __builtin_return_address(0));
+			return;
+		}
+		slab_bad_free(named, d, x, "invalid free");
+	}
+	slab_free_slow(named, d, x, NULL, __builtin_return_address(0));
+}
+
+/* The chain head..tail of n objects of slab d, which c owns, goes home in
+ * one step: onto c->freelist if d is current, else onto d's lfree (with
+ * the list moves of a slab that was full or is now empty). */
+static void own_splice(struct uslab_cache *s, struct cpu_cache *c, struct slab *d, void *head, void *tail,
+		       unsigned n)
+{
+	if (d == c->slab) {
+		set_freepointer(s, tail, c->freelist);
+		c->freelist = head;
+		return;
+	}
+	unsigned used = d->pfree;
+	if (unlikely(used < n))   /* more frees than objects out: some was free already */
+		slab_bad_free(s, d, head, "double free");
+	set_freepointer(s, tail, d->lfree);
+	d->lfree = head;
+	d->pfree = (uint16_t)(used - n);
+	if (used == d->objects) {   /* was full */
+		own_del(&c->own_full, d);
+		own_add(&c->own_partial, d);
+	}
+	if (used == n && !(c->own_empty < HOME_EMPTY_KEEP && ++c->own_empty)) {   /* empty: as own_free() */
+		merge_stray(s, c, d);
+		own_del(&c->own_partial, d);
+		disown(s, c, d);
+	}
+}
+
+void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t nr, void **objs)
+{
+	struct uslab_cache *s = cache_root(named);
+	/* locals: the stores into objects could alias the part's fields */
+	const uint64_t dm = c->divmagic;
+	const uintptr_t key = c->fp_key;
+	const unsigned fpoff = c->offset;
+	struct slab *d = NULL;
+	uintptr_t base = 0, span = 0;   /* the last slab seen, if this thread owns it: objects freed
+	                                 * together mostly share one */
+	void *head = NULL, *tail = NULL;   /* its objects, chained */
+	unsigned n = 0;
+	size_t skipped = 0;
+	cpu_busy(c);
+	for (size_t i = 0; i < nr; i++) {
+		void *x = objs[i];
+		uintptr_t off = (uintptr_t)x - base;
+		if (unlikely(off >= span)) {
+			if (n)
+				own_splice(s, c, d, head, tail, n);
+			n = 0;
+			head = NULL;
+			base = span = 0;
+			if (!x) {
+				skipped++;
+				continue;
+			}
+			d = page_obj_lookup(x, &base);
+			if (unlikely(page_kind(d) != PK_SLAB) || unlikely(d->cache != s) ||
+			    unlikely(!cpu_offset_ok(c, d, (uintptr_t)x - base))) {
+				bulk_free_one(named, x);   /* reported (an interior pointer, another cache's
+				                            * object ...), or a KFENCE object freed */
+				skipped++;
+				base = 0;
+				continue;
+			}
+			track_free(x, s->object_size);
+			if (atomic_load_explicit(&d->owner, memory_order_relaxed) != c) {
+				fp_check_free(s, d, x);
+				route(s, c, d, x);   /* another part's object: its remote batch */
+				base = 0;
+				continue;
+			}
+			span = (uintptr_t)d->objects * s->size;
+			off = (uintptr_t)x - base;
+		} else {
+			unsigned __int128 m = (unsigned __int128)dm * off;
+			if (unlikely((uint64_t)m > dm - 1)) {
+				bulk_free_one(named, x);   /* not on an object boundary: reported */
+				skipped++;
+				continue;
+			}
+			track_free(x, s->object_size);
+		}
+		/* one of ours: onto the chain. The double-free mark first: free
+		 * already, or twice in this batch (its word is a link then). */
+		void **where = (void **)((char *)x + fpoff);
+		uintptr_t mask = USLAB_HARDENED ? key ^ __builtin_bswap64((uintptr_t)where) : 0;
+		if (USLAB_HARDENED && unlikely(!(((uintptr_t)*where ^ mask) & FP_NOT_LINK)))
+			fp_double_free(s, d, x);   /* noise if it returns */
+		*where = (void *)((uintptr_t)head ^ mask);
+		head = x;
+		if (!n++)
+			tail = x;
+	}
+	if (n)
+		own_splice(s, c, d, head, tail, n);
+	cpu_idle(c);
+	stat_add(s, c, USLAB_STAT_FREE_BULK, nr - skipped);
+}

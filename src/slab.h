@@ -659,6 +659,13 @@ USLAB_HIDDEN void home_flush_cpu(struct uslab_cache *s, struct cpu_cache *c);
 /* Route what reached the inbox of a part whose thread is gone. cache_mutex held. */
 USLAB_HIDDEN void home_drain_dead(struct uslab_cache *s, struct cpu_cache *c);
 USLAB_HIDDEN size_t home_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+/* The bulk API's paths for this thread's home part c of s (its mode
+ * checked): as lean as single calls per call, leaner per object. The alloc
+ * returns nr or 0 (nothing allocated, errno set); the free takes the
+ * caller's array as it is (NULLs skipped, every object checked as a
+ * single free would be, misuse reported). */
+USLAB_HIDDEN size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+USLAB_HIDDEN void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t nr, void **objs);
 USLAB_HIDDEN void home_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
 
 /* ---- cpu_tls.c -------------------------------------------------------- */
