@@ -24,7 +24,7 @@
  *
  * This binary is linked against the shared libuslab on purpose: that is how
  * users link, and it is what the TLS access of the fast path costs there
- * (see DESIGN.md, "What the fast path costs on this machine").
+ * (see docs/design.md, "What the fast path costs on this machine").
  *
  * Output: a small table, then a last line the runner parses:
  *   RESULT pair_uslab=.. pair_malloc=.. batch_uslab=.. batch_malloc=.. ...

@@ -44,4 +44,39 @@ USLAB_HIDDEN void report_line(const char *fmt, ...) __attribute__((format(printf
 USLAB_HIDDEN _Noreturn void report_fatal(const char *fmt, ...) COLD
 	__attribute__((format(printf, 1, 2)));
 
+/* ---- options (observe/options.c), read by every layer ------------------- */
+struct uslab_cache;
+struct uslab_opts {
+	bool nomerge;          /* slab_nomerge */
+	unsigned max_order;    /* slub_max_order */
+	unsigned min_order;    /* slub_min_order */
+	unsigned min_objects;  /* slub_min_objects; 0: grows with the CPU count */
+	int cpu_partial;       /* slub_cpu_partial; -1: per-size default */
+	int sheaf_capacity;    /* slub_sheaf_capacity; -1: per-size default, 0: classic mode */
+	int cpu_mode;          /* slub_cpu_mode; -1: CPU_MODE_DEFAULT (classic if slub_sheaf_capacity=0) */
+	int barn_full;         /* slub_barn_full; -1: default */
+	int barn_empty;        /* slub_barn_empty; -1: default */
+	bool show_stats;       /* show_stats: print the stats table at exit */
+	bool export_stats;     /* export: keep a stats file for uslabinfo */
+	bool report_continue;  /* report_continue: report, leak the object, go on */
+	bool freelist_random;  /* slab_freelist_random */
+	bool hardened;         /* hardened: live bits, every operation on the slow paths */
+	unsigned debug;        /* slub_debug letters (DBG_*) */
+	char debug_caches[256];/* slub_debug's cache list, ",a,b," (empty: all caches) */
+};
+extern struct uslab_opts opt USLAB_HIDDEN;
+USLAB_HIDDEN void options_init(void);
+USLAB_HIDDEN void options_parse(const char *s);
+USLAB_HIDDEN void options_apply_cache(struct uslab_cache *s);
+/* A per-CPU mode by name ("classic", "sheaves", "home", "slqb"), or -1;
+ * and a mode's name. */
+USLAB_HIDDEN int cpu_mode_parse(const char *v, size_t n);
+USLAB_HIDDEN const char *cpu_mode_name(unsigned mode);
+/* Does USLAB_OPTIONS tune this cache by name ("NAME:key=value")? */
+USLAB_HIDDEN bool options_names_cache(const char *name);
+/* cache.c: set a tunable by name; -1 if the name or value is invalid */
+USLAB_HIDDEN int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v);
+/* cache.c: is `name` (n bytes) a tunable's name? */
+USLAB_HIDDEN bool cache_tune_known(const char *name, size_t n);
+
 #endif

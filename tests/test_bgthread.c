@@ -27,7 +27,7 @@
  * dlopen/dlclose of libuslab.so is tests/test_bg_dlopen.c.
  */
 #include "check.h"
-#include "slab.h"
+#include "cpu.h"
 #include "bgthread.h"
 
 #include "export.h"

@@ -32,7 +32,7 @@
  *                   "uslab: fatal:"
  */
 #include "check.h"
-#include "../src/os.h"
+#include "os.h"
 
 #include <stdatomic.h>
 

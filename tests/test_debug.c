@@ -18,7 +18,8 @@
  */
 #include "check.h"
 
-#include "slab.h"   /* debug_set_orig_size(), struct uslab_cache, page_obj_slab() */
+#include "cpu.h"
+#include "debug.h"   /* debug_set_orig_size(), struct uslab_cache, page_obj_slab() */
 
 #include <pthread.h>
 

@@ -21,7 +21,7 @@
  * with more slack.
  */
 #include "check.h"
-#include "slab.h"
+#include "cpu.h"
 #include "bgthread.h"
 
 #include <sys/mman.h>

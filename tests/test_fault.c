@@ -19,7 +19,7 @@
  *   maps again); then full recovery.
  */
 #include "check.h"
-#include "../src/os.h"
+#include "os.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,5 +1,5 @@
 /*
- * fork and the cache API (RELIABILITY.md rows 40, 41 for uslab_cache_*):
+ * fork and the cache API (docs/testing.md rows 40, 41 for uslab_cache_*):
  * the child after each kind of fork uses every cache, frees the parent's
  * objects, creates and destroys a cache and forks again; forks while other
  * threads create, destroy and use caches (cache_mutex and node locks busy);
@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 
 #include "fork.h"
-#include "slab.h"
+#include "cpu.h"
 
 enum { NCACHES = 6 };
 static const size_t obj_size[NCACHES] = { 16, 64, 200, 1000, 5000, 30000 };

@@ -1,5 +1,5 @@
 /*
- * fork and the malloc family (RELIABILITY.md rows 39-42), one scenario per
+ * fork and the malloc family (docs/testing.md rows 39-42), one scenario per
  * run: `test_fork_malloc MODE` with MODE
  *
  *   stdio        8 threads getline a 50,000-byte line (glibc's getline

@@ -1,5 +1,5 @@
 /*
- * The malloc family against glibc 2.36 (issue 15; RELIABILITY.md rows 3, 4,
+ * The malloc family against glibc 2.36 (issue 15; docs/testing.md rows 3, 4,
  * 7, 11, 12, 15): a table of calls, each with what glibc 2.36 does and what
  * uslab does, printed as it runs. Where the two differ, README ("glibc
  * compatibility") says so. Rows: errno of every failing allocation

@@ -57,7 +57,7 @@
 #endif
 
 #include "kfence.h"
-#include "slab.h"   /* opt, options_parse() */
+#include "cpu.h"   /* opt, options_parse() */
 
 #include <dlfcn.h>
 #include <execinfo.h>

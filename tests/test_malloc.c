@@ -1,5 +1,5 @@
 /*
- * The malloc family (RELIABILITY.md rows 1-15, 19, 21, 22, 31-45 in small):
+ * The malloc family (docs/testing.md rows 1-15, 19, 21, 22, 31-45 in small):
  * linked with libuslab-malloc.a, so malloc, free, ... are uslab's here, and
  * the uslab_* names are checked beside them.
  */

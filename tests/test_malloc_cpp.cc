@@ -1,4 +1,4 @@
-// C++ operator new/delete of libuslab-malloc (RELIABILITY.md row 14): every
+// C++ operator new/delete of libuslab-malloc (docs/testing.md row 14): every
 // form allocates from uslab (malloc_usable_size accepts the pointer), aligned
 // forms align, new of an impossible size throws std::bad_alloc, nothrow
 // forms return nullptr, and the new_handler is called before giving up.

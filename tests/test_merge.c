@@ -1,5 +1,5 @@
 /*
- * Cache merging (the 2015 slab_nomerge thread; DESIGN.md "merging").
+ * Cache merging (the 2015 slab_nomerge thread; docs/design.md "merging").
  *
  * compatible_merge   a second cache of a compatible layout is an alias of the
  *                    first: its own name, get_info.alias_of names the root,

@@ -29,7 +29,8 @@
  *                   and the single warning for the bad token
  */
 #include "check.h"
-#include "slab.h"
+#include "cpu.h"
+#include "debug.h"
 
 static struct uslab_opts saved;
 

@@ -20,7 +20,7 @@
  * it is freed. At the end everything is freed: active_objects 0.
  */
 #include "check.h"
-#include "slab.h"
+#include "cpu.h"
 #include "bgthread.h"
 
 #define WORKERS  SCALE(6, 4)

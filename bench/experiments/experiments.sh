@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/experiments/experiments.sh: the reference experiments of issues 3
-# and 10, after the threads in shared/reference/.
+# bench/experiments/experiments.sh: the experiments of the SLUB threads on
+# linux-mm that uslab follows (docs/design.md, "Where the mechanisms come
+# from"), rerun in user space.
 #
 #   bench/experiments/experiments.sh [--quick] [--no-wait] [--no-save] [--only "1 2 3 4 5 6 7"]
 #

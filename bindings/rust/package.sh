@@ -6,8 +6,8 @@
 #
 # uslab-sys compiles uslab's C sources, which live at the top of this
 # repository, outside the crate. A packaged crate must carry them, so this
-# script first copies them into uslab-sys/csrc/ (src/*.c but override.c,
-# src/*.h, include/uslab.h), packages, and removes the copy again: in the
+# script first copies them into uslab-sys/csrc/ (src/ and its layer
+# folders but override*, include/uslab.h), packages, and removes the copy again: in the
 # repository, build.rs always builds from ../../../src, the live sources.
 # Nothing is published. The working tree is usually shared and dirty, so
 # --allow-dirty is passed.
@@ -21,9 +21,11 @@ vendor() {
 	mkdir -p "$CSRC/src" "$CSRC/include"
 	cp "$ROOT/include/uslab.h" "$CSRC/include/"
 	local f
-	for f in "$ROOT"/src/*.c "$ROOT"/src/*.h; do
+	for f in "$ROOT"/src/*.h "$ROOT"/src/*/*.c "$ROOT"/src/*/*.h; do
 		case ${f##*/} in override*) continue ;; esac
-		cp "$f" "$CSRC/src/"
+		local rel=${f#"$ROOT"/src/}
+		mkdir -p "$CSRC/src/$(dirname "$rel")"
+		cp "$f" "$CSRC/src/$rel"
 	done
 }
 trap 'rm -rf "$CSRC"' EXIT

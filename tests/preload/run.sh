@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real programs through LD_PRELOAD=libuslab-malloc.so, each compared with a
-# run on glibc's malloc (RELIABILITY.md row 56):
+# run on glibc's malloc (docs/testing.md row 56):
 #
 #   python  CPython's own test suite (24 modules: threads, containers,
 #           strings, regular expressions, I/O, pickling) with

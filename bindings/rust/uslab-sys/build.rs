@@ -1,5 +1,5 @@
 //! Builds the uslab C library from source with the `cc` crate, the way
-//! uslab's CMakeLists.txt builds libuslab.a: every `src/*.c` except
+//! uslab's CMakeLists.txt builds libuslab.a: every `src/**/*.c` except
 //! `src/override.c` (the C library's names belong to libuslab-malloc, not to
 //! a library that lives beside the program's malloc), with the same code
 //! generation flags. No network, no installed uslab, no CMake needed.
@@ -64,15 +64,31 @@ fn locate_sources(manifest_dir: &Path) -> PathBuf {
     );
 }
 
-/// The C files of libuslab: `src/*.c` but `override.c`, sorted for a
-/// reproducible archive.
-fn library_sources(src: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = fs::read_dir(src)
+/// The layer folders of `src/` (core, cpu, malloc, debug, observe): each
+/// holds C files and the headers its sources include by name.
+fn source_dirs(src: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = fs::read_dir(src)
         .unwrap_or_else(|e| panic!("uslab-sys: cannot read {}: {}", src.display(), e))
         .map(|entry| entry.expect("uslab-sys: reading the source directory").path())
-        .filter(|p| p.extension().map_or(false, |e| e == "c"))
-        .filter(|p| p.file_name().map_or(false, |n| n != "override.c"))
+        .filter(|p| p.is_dir())
         .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The C files of libuslab: `src/**/*.c` but `override.c`, sorted for a
+/// reproducible archive.
+fn library_sources(src: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in std::iter::once(src.to_path_buf()).chain(source_dirs(src)) {
+        files.extend(
+            fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("uslab-sys: cannot read {}: {}", dir.display(), e))
+                .map(|entry| entry.expect("uslab-sys: reading the source directory").path())
+                .filter(|p| p.extension().map_or(false, |e| e == "c"))
+                .filter(|p| p.file_name().map_or(false, |n| n != "override.c")),
+        );
+    }
     files.sort();
     assert!(!files.is_empty(), "uslab-sys: no C files in {}", src.display());
     files
@@ -242,6 +258,9 @@ fn main() {
     let src = root.join("src");
     let include = root.join("include");
     println!("cargo:rerun-if-changed={}", src.display());
+    for dir in source_dirs(&src) {
+        println!("cargo:rerun-if-changed={}", dir.display());
+    }
     println!("cargo:rerun-if-changed={}", include.display());
     println!("cargo:rerun-if-changed=c");
 
@@ -277,6 +296,7 @@ fn main() {
         .file("c/layout.c")
         .include(&include)
         .include(&src)
+        .includes(source_dirs(&src))
         .opt_level(2)
         .pic(true)
         .warnings(true)

@@ -80,6 +80,7 @@ static bool decay_cache_locked(struct uslab_cache *s, bool all, struct cpu_cache
 		}
 		if (all || ops == c->seen_ops) {   /* idle since the last pass */
 			*taken += sheaf_take_spare(s, c);
+			*taken += home_take_stash(s, c);   /* its empty slabs: nobody else can touch them */
 			/* the rest at its next slow path; a part asked before and
 			 * still idle is not waited for (its thread may never run) */
 			if (part_holds(c) && !atomic_exchange_explicit(&c->flush_req, true, memory_order_relaxed))

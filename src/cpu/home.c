@@ -67,15 +67,10 @@
  * Lock order: as slab.c (cache_mutex -> node list_lock -> slab CAS -> page
  * lock). Nothing here takes a lock of its own.
  */
-#include "slab.h"
+#include "cpu.h"
 
 #include <errno.h>
 
-/* Empty owned slabs a home part keeps (besides its current slab) before it
- * gives the next one back: one, so that a slab that empties and refills
- * in turn is not freed and remade each time (mimalloc keeps a page a
- * little while for the same reason). */
-#define HOME_EMPTY_KEEP 1
 
 /* ---- owned-slab lists (doubly linked through slab->next/prev) ----------- */
 
@@ -159,14 +154,14 @@ static void own(struct uslab_cache *s, struct cpu_cache *c, struct slab *d)
 {
 	atomic_store_explicit(&d->owner, c, memory_order_relaxed);
 	atomic_store_explicit(&d->otag, is_slqb(c) ? 0 : cpu_thread_tag(c->thread), memory_order_relaxed);
-	__atomic_store_n(&c->own_slabs, c->own_slabs + 1, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&c->own_slabs, 1, memory_order_relaxed);
 	stat_inc(s, c, USLAB_STAT_SLAB_OWN);
 }
 
 /* Give up owned slab d (on no list of c, not current), with its lfree:
  * unfrozen onto the node list, or freed if empty and the node has enough
  * (SLUB's deactivate_slab). */
-static void disown(struct uslab_cache *s, struct cpu_cache *c, struct slab *d)
+static void disown_by(struct uslab_cache *s, struct cpu_cache *c, struct slab *d, struct cpu_cache *by)
 {
 	void *fl = d->lfree;
 	bool empty = !d->pfree;   /* (strays merged: every object is on lfree) */
@@ -174,21 +169,90 @@ static void disown(struct uslab_cache *s, struct cpu_cache *c, struct slab *d)
 	d->pfree = 0;
 	atomic_store_explicit(&d->otag, 0, memory_order_relaxed);
 	atomic_store_explicit(&d->owner, NULL, memory_order_relaxed);
-	__atomic_store_n(&c->own_slabs, c->own_slabs - 1, __ATOMIC_RELAXED);
-	stat_inc(s, c, USLAB_STAT_SLAB_DISOWN);
+	atomic_fetch_sub_explicit(&c->own_slabs, 1, memory_order_relaxed);
+	stat_inc(s, by, USLAB_STAT_SLAB_DISOWN);
 	if (!empty) {
-		cpu_slab_deactivate(s, c, d, fl);
+		cpu_slab_deactivate(s, by, d, fl);
 		return;
 	}
 	/* empty: kept on the node's empty list for the next part that needs a
 	 * slab (no page allocator, no new free list), within the budget */
 	uint64_t old = atomic_load_explicit(&d->fc, memory_order_acquire);
 	while (!slab_cas(d, &old, fc_make(fl, 0, false)))
-		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+		stat_inc(s, by, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 	if (unlikely(fc_inuse(old) != d->objects || fc_freelist(old, d)))
 		report_fatal("slab %p of cache '%s': empty to its owner, but its word says inuse %u", slab_base(d),
 			     s->name, fc_inuse(old));
-	slab_keep_empty(s, c, d);
+	slab_keep_empty(s, by, d);
+}
+
+/* c gives up owned slab d (by itself). */
+static void disown(struct uslab_cache *s, struct cpu_cache *c, struct slab *d)
+{
+	disown_by(s, c, d, c);
+}
+
+/* ---- the stash of empty owned slabs (home) ------------------------------------------ */
+
+/* A remote batch's worth of slabs, plus one: what one batch coming home
+ * can empty at once, kept so that the owner refills from them rather than
+ * through the node lock (a producer whose consumer returns its objects in
+ * batches empties several slabs per batch and wants them again at once). */
+static unsigned stash_max(struct uslab_cache *s, const struct slab *d)
+{
+	return TUNE(s, freebatch) / d->objects + 1;
+}
+
+/* d (owned by c, empty, on no list of c's) onto the stash, or given back
+ * when the stash is full. */
+static void stash_push(struct uslab_cache *s, struct cpu_cache *c, struct slab *d)
+{
+	if (is_slqb(c) || atomic_load_explicit(&c->stash_n, memory_order_relaxed) >= stash_max(s, d)) {
+		disown(s, c, d);   /* SLQB frees an empty page at once (free_object_to_page) */
+		return;
+	}
+	struct slab *old = atomic_load_explicit(&c->stash, memory_order_relaxed);
+	do
+		d->next = old;
+	while (!atomic_compare_exchange_weak_explicit(&c->stash, &old, d, memory_order_release, memory_order_relaxed));
+	atomic_fetch_add_explicit(&c->stash_n, 1, memory_order_relaxed);
+}
+
+/* The owner takes one empty slab off its stash, or NULL. */
+static struct slab *stash_pop(struct cpu_cache *c)
+{
+	struct slab *d = atomic_load_explicit(&c->stash, memory_order_acquire);
+	while (d && !atomic_compare_exchange_weak_explicit(&c->stash, &d, d->next, memory_order_acquire,
+							 memory_order_acquire))
+		;
+	if (d)
+		atomic_fetch_sub_explicit(&c->stash_n, 1, memory_order_relaxed);
+	return d;
+}
+
+/* Give back every slab of c's stash (its owner, or a taker under
+ * cache_mutex while the owner is idle: empty slabs that nobody else can
+ * touch). */
+static unsigned stash_drain(struct uslab_cache *s, struct cpu_cache *c, struct cpu_cache *by)
+{
+	struct slab *d = atomic_exchange_explicit(&c->stash, NULL, memory_order_acquire);
+	unsigned n = 0;
+	while (d) {
+		struct slab *nx = d->next;
+		d->next = NULL;
+		disown_by(s, c, d, by);
+		d = nx;
+		n++;
+	}
+	atomic_fetch_sub_explicit(&c->stash_n, n, memory_order_relaxed);
+	return n;
+}
+
+unsigned home_take_stash(struct uslab_cache *s, struct cpu_cache *c)
+{
+	if (!atomic_load_explicit(&c->stash, memory_order_relaxed))
+		return 0;
+	return stash_drain(s, c, NULL);   /* counted on the cache: c's counters are its owner's */
 }
 
 /* ---- the current slab (home) ---------------------------------------------- */
@@ -218,8 +282,6 @@ static void demote_current(struct uslab_cache *s, struct cpu_cache *c)
 	d->pfree = (uint16_t)(d->objects - n);
 	if (n) {
 		own_add(&c->own_partial, d);
-		if (n == d->objects)
-			c->own_empty++;
 	} else {
 		own_add(&c->own_full, d);
 	}
@@ -245,14 +307,9 @@ static void own_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *d,
 	}
 	if (used)
 		return;
-	/* empty: SLQB frees it at once (free_object_to_page); home keeps a few */
-	if (!is_slqb(c) && c->own_empty < HOME_EMPTY_KEEP) {
-		c->own_empty++;
-		return;
-	}
-	merge_stray(s, c, d);
+	/* empty: to the stash (slqb: back at once) */
 	own_del(&c->own_partial, d);
-	disown(s, c, d);
+	stash_push(s, c, d);
 }
 
 /* x (checked, of cache s) goes to the part that owns its slab d, as seen
@@ -294,20 +351,76 @@ static void route(struct uslab_cache *s, struct cpu_cache *c, struct slab *d, vo
 		rbatch_flush(s, c);
 }
 
-/* Route every object of a chain (links through free pointers). */
+/* The chain head..tail of n objects of slab d, which c owns, goes home in
+ * one step: onto c->freelist if d is current, else onto d's lfree (with
+ * the list moves of a slab that was full or is now empty). */
+static void own_splice(struct uslab_cache *s, struct cpu_cache *c, struct slab *d, void *head, void *tail,
+		       unsigned n)
+{
+	if (d == c->slab) {
+		set_freepointer(s, tail, c->freelist);
+		c->freelist = head;
+		return;
+	}
+	unsigned used = d->pfree;
+	if (unlikely(used < n))   /* more frees than objects out: some was free already */
+		slab_bad_free(s, d, head, "double free");
+	set_freepointer(s, tail, d->lfree);
+	d->lfree = head;
+	d->pfree = (uint16_t)(used - n);
+	if (used == d->objects) {   /* was full */
+		own_del(&c->own_full, d);
+		own_add(&c->own_partial, d);
+	}
+	if (used == n) {   /* empty: as own_free() */
+		own_del(&c->own_partial, d);
+		stash_push(s, c, d);
+	}
+}
+
+/* Route every object of a chain (links through free pointers): an inbox,
+ * or a batch whose destination is gone. Objects of one of c's slabs that
+ * come in a row (a consumer frees what its producer made in order) are
+ * chained again as they come and spliced home in one step. */
 static unsigned route_chain(struct uslab_cache *s, struct cpu_cache *c, void *p)
 {
-	unsigned n = 0;
+	unsigned total = 0, n = 0;
+	struct slab *d = NULL;
+	uintptr_t base = 0, span = 0;   /* d's objects, if c owns d */
+	void *head = NULL, *tail = NULL;
 	while (p) {
 		void *next = get_freepointer(s, p);
-		struct slab *d = page_obj_slab(p);
-		if (unlikely(page_kind(d) != PK_SLAB || d->cache != s || !slab_obj_valid(s, d, p)))
-			slab_bad_freelist(s, p, next);   /* an inbox link that leads out of the cache */
-		route(s, c, d, p);
+		total++;
+		if ((uintptr_t)p - base < span) {   /* (on a boundary: checked below) */
+			set_freepointer(s, p, head);
+			head = p;
+			n++;
+		} else {
+			if (n)
+				own_splice(s, c, d, head, tail, n);
+			n = 0;
+			base = span = 0;
+			d = page_obj_lookup(p, &base);
+			if (unlikely(page_kind(d) != PK_SLAB || d->cache != s))
+				slab_bad_freelist(s, p, next);   /* an inbox link that leads out of the cache */
+			if (c && atomic_load_explicit(&d->owner, memory_order_relaxed) == c &&
+			    __atomic_load_n(&c->thread, __ATOMIC_RELAXED)) {
+				span = (uintptr_t)d->objects * s->size;
+				set_freepointer(s, p, NULL);
+				head = tail = p;
+				n = 1;
+			} else {
+				base = 0;
+				route(s, c, d, p);
+			}
+		}
+		if (unlikely(!slab_obj_valid(s, d, p)))
+			slab_bad_freelist(s, p, next);
 		p = next;
-		n++;
 	}
-	return n;
+	if (n)
+		own_splice(s, c, d, head, tail, n);
+	return total;
 }
 
 /* Send c's remote batch to its destination's inbox: one CAS. A
@@ -440,10 +553,12 @@ static bool home_refill(struct uslab_cache *s, struct cpu_cache *c)
 	demote_current(s, c);
 	if (c->rn)   /* before the part takes more slabs: send what it holds for others */
 		rbatch_flush(s, c);
-	if ((d = c->own_partial.head) != NULL) {
+	/* a partial slab of its own, else an empty one of its stash */
+	if ((d = c->own_partial.head) != NULL)
 		own_del(&c->own_partial, d);
-		if (d->pfree == 0)
-			c->own_empty--;
+	else if ((d = stash_pop(c)) != NULL)
+		d->next = NULL;
+	if (d) {
 		merge_stray(s, c, d);
 		void *fl = d->lfree;
 		d->lfree = NULL;
@@ -605,7 +720,7 @@ void home_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 		rbatch_flush(s, c);
 	struct slab *lists[2] = { c->own_partial.head, c->own_full.head };
 	c->own_partial.head = c->own_partial.tail = c->own_full.head = c->own_full.tail = NULL;
-	c->own_empty = 0;
+	stash_drain(s, c, c);
 	for (unsigned i = 0; i < 2; i++) {
 		for (struct slab *d = lists[i], *nx; d; d = nx) {
 			nx = d->next;
@@ -633,7 +748,6 @@ void home_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned mode)
 	c->freelist = NULL;
 	cpu_set_slab(s, c, NULL);
 	c->own_partial.head = c->own_partial.tail = c->own_full.head = c->own_full.tail = NULL;
-	c->own_empty = 0;
 	c->rdest = NULL;
 	c->rhead = c->rtail = NULL;
 	c->rn = 0;
@@ -719,6 +833,7 @@ void home_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void 
 size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
 {
 	size_t i = 0;
+	cpu_busy(c);   /* objects leave the list before c->freelist says so (a fork child: tls.c) */
 	void *x = c->freelist;
 	uintptr_t base = c->slab_base, span = c->slab_span;   /* locals: objs[] may alias the part */
 	while (i < nr) {
@@ -726,8 +841,8 @@ size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t n
 			c->freelist = NULL;
 			slab_cpu_enter(s, c);   /* a slow path from here: its bookkeeping */
 			bool ok = c->mode == CPU_HOME && home_refill(s, c);
-			cpu_idle(c);
 			if (!ok) {
+				cpu_idle(c);
 				if (c->mode == CPU_HOME)
 					stat_inc(s, c, USLAB_STAT_ALLOC_FAILED), errno = ENOMEM;
 				/* nothing stays allocated (counted, so that the free counts back) */
@@ -749,6 +864,7 @@ size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t n
 		x = next;
 	}
 	c->freelist = x;
+	cpu_idle(c);
 	stat_add(s, c, USLAB_STAT_ALLOC_BULK, nr);
 	return nr;
 }
@@ -768,34 +884,6 @@ static void bulk_free_one(struct uslab_cache *named, void *x)
 		slab_bad_free(named, d, x, "invalid free");
 	}
 	slab_free_slow(named, d, x, NULL, __builtin_return_address(0));
-}
-
-/* The chain head..tail of n objects of slab d, which c owns, goes home in
- * one step: onto c->freelist if d is current, else onto d's lfree (with
- * the list moves of a slab that was full or is now empty). */
-static void own_splice(struct uslab_cache *s, struct cpu_cache *c, struct slab *d, void *head, void *tail,
-		       unsigned n)
-{
-	if (d == c->slab) {
-		set_freepointer(s, tail, c->freelist);
-		c->freelist = head;
-		return;
-	}
-	unsigned used = d->pfree;
-	if (unlikely(used < n))   /* more frees than objects out: some was free already */
-		slab_bad_free(s, d, head, "double free");
-	set_freepointer(s, tail, d->lfree);
-	d->lfree = head;
-	d->pfree = (uint16_t)(used - n);
-	if (used == d->objects) {   /* was full */
-		own_del(&c->own_full, d);
-		own_add(&c->own_partial, d);
-	}
-	if (used == n && !(c->own_empty < HOME_EMPTY_KEEP && ++c->own_empty)) {   /* empty: as own_free() */
-		merge_stray(s, c, d);
-		own_del(&c->own_partial, d);
-		disown(s, c, d);
-	}
 }
 
 void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t nr, void **objs)

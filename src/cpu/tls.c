@@ -15,7 +15,7 @@
  * (full sheaves to the barn, other objects to their slabs, owned slabs to
  * the node list), counters folded into the cache, and kept on the cache's
  * cpu_dead list rather than freed: a remote freer may still hold a pointer
- * to one (cpu_home.c), so parts live as long as their cache. The next
+ * to one (home.c), so parts live as long as their cache. The next
  * thread that needs a part of that cache takes one from there. Objects the
  * thread allocated stay valid and can be freed by anyone. After that the
  * thread has no CPU part: allocations and frees it still makes (other
@@ -139,7 +139,7 @@ static void cpu_detach_locked(struct cpu_cache *c, bool to_barn, bool dead)
 	fold_stats(s, c);
 	list_unlink(&s->cpu_list, c);
 	if (dead) {
-		/* remote freers that still see it route through it (cpu_home.c) */
+		/* remote freers that still see it route through it (home.c) */
 		__atomic_store_n(&c->thread, NULL, __ATOMIC_RELAXED);
 		list_push(&s->cpu_dead, c);
 	} else {
@@ -237,9 +237,9 @@ static struct cpu_thread *thread_create(void)
 	/* pthread_setspecific may calloc (glibc, for keys past the first 32):
 	 * with the malloc family that comes back here; meanwhile this thread
 	 * has no CPU part and takes the CPU-less paths. */
-	cpu_tls.creating = true;
+	tls.creating = true;
 	int err = pthread_setspecific(cpu_key, t);
-	cpu_tls.creating = false;
+	tls.creating = false;
 	if (err) {
 		pthread_mutex_lock(&cache_mutex);
 		tag_put_locked(t->tag);
@@ -375,7 +375,7 @@ static struct cpu_cache *part_get_locked(struct uslab_cache *s)
 struct cpu_cache *cpu_get(struct uslab_cache *s)
 {
 	struct cpu_thread *t = cpu_tls.thread;
-	if (cpu_tls.dead || cpu_tls.creating || s->internal || s->debug)
+	if (cpu_tls.dead || tls.creating || s->internal || s->debug)
 		return NULL;
 	cpu_fork_check();
 	if (!t && !(t = thread_create()))

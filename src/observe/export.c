@@ -85,7 +85,9 @@
  * Nothing here allocates from uslab or malloc.
  */
 #define _GNU_SOURCE 1   /* mremap */
-#include "slab.h"
+#include "cpu.h"
+#include "observe.h"
+#include "debug.h"
 #include "export.h"
 #include "bgthread.h"
 

@@ -48,7 +48,7 @@ struct slab {
 	struct uslab_cache *cache;  /* slab: owning cache; NULL otherwise */
 	struct slab *next;          /* head: node/CPU partial list, an owner's list, or free-list link */
 	struct slab *prev;          /* head: node partial list, an owner's list, or free-list back link */
-	/* Ownership (cpu_home.c): the CPU part that owns this slab, or NULL,
+	/* Ownership (home.c): the CPU part that owns this slab, or NULL,
 	 * and its thread's tag (otag, below). Written by the owner (relaxed
 	 * stores); remote freers read them relaxed and take any stale value
 	 * to the old owner's inbox, which re-routes. */

@@ -30,7 +30,7 @@
  * Only the owning part unfreezes a frozen slab (deactivate_slab,
  * unfreeze_partials), by CAS, under the node lock when it lists it.
  */
-#include "slab.h"
+#include "cpu.h"
 
 #include <errno.h>
 

@@ -89,7 +89,7 @@
  *
  * dlopen/dlclose. libuslab.so and libuslab-malloc.so are linked with
  * -z nodelete (CMakeLists.txt): dlclose never unmaps them, so the thread
- * (and every thread's key destructor, cpu_tls.c) never runs unmapped code.
+ * (and every thread's key destructor, tls.c) never runs unmapped code.
  * The thread goes on after dlclose; uslab_background_thread(0) before
  * dlclose stops it.
  *
@@ -105,7 +105,7 @@
  * never across a sleep.
  */
 #define _GNU_SOURCE 1
-#include "slab.h"
+#include "cpu.h"
 #include "bgthread.h"
 #include "export.h"   /* EXPORT_BG_* */
 

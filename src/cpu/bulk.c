@@ -12,7 +12,7 @@
  * one CAS per slab (freezing full ones onto the CPU partial list, as
  * single frees would).
  *
- * Home and slqb modes (cpu_home.c): alloc_bulk pops the current slab's
+ * Home and slqb modes (home.c): alloc_bulk pops the current slab's
  * list (or the queue) in one loop; free_bulk frees each object as a single
  * free would: to its owned slab, into the remote batch (one atomic per
  * batch), or onto the queue.
@@ -21,7 +21,7 @@
  * Allocation is all or nothing; every freed object gets the checks of a
  * single free, and the caller's array is left as it was.
  */
-#include "slab.h"
+#include "cpu.h"
 
 #include <errno.h>
 #include <string.h>
@@ -91,6 +91,7 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		void *x = c->freelist, *next;
 		if (likely(x != NULL) && likely(cpu_next_ok(c, next = cpu_fp_get(c, x)))) {
 			c->freelist = next;
+			cpu_order();
 			cpu_fp_scrub(c, x);
 			track_alloc(x, s->object_size);
 			cpu_count(&c->stat[USLAB_STAT_ALLOC_BULK], 1);
@@ -198,6 +199,7 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		    (o = atomic_load_explicit(&d->owner, memory_order_relaxed))->slab == d &&
 		    cpu_offset_ok(o, d, (uintptr_t)x - base) && cpu_fp_swap(o, x, o->freelist)) {
 			track_free(x, s->object_size);
+			cpu_order();
 			o->freelist = x;
 			cpu_count(&o->stat[USLAB_STAT_FREE_BULK], 1);
 			return;

@@ -40,7 +40,7 @@
  * other lock is taken under it; sheaves are flushed and freed after it is
  * dropped). Everything else here is the owning thread's own.
  */
-#include "slab.h"
+#include "cpu.h"
 
 #include <errno.h>
 #include <string.h>

@@ -19,7 +19,8 @@
 #ifndef USLAB_KMALLOC_H
 #define USLAB_KMALLOC_H
 
-#include "slab.h"
+#include "cpu.h"
+#include "debug.h"
 
 #define KMALLOC_MAX_SIZE     (32UL * 1024)   /* largest kmalloc class */
 #define KMALLOC_NR_CLASSES   48              /* 16 of 8..128, then 4 per power of two to 32 KiB */
@@ -66,6 +67,7 @@ static inline __attribute__((always_inline)) void *kmalloc(size_t size)
 		void *next = cpu_fp_get(c, x);
 		if (likely(cpu_next_ok(c, next))) {
 			c->freelist = next;
+			cpu_order();
 			cpu_fp_scrub(c, x);
 			cpu_tick(&c->alloc_fast);
 			track_alloc(x, c->cache->object_size);

@@ -23,7 +23,8 @@
  *   [orig_off, +8)            requested size (Z)
  */
 #define _GNU_SOURCE
-#include "slab.h"
+#include "cpu.h"
+#include "debug.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -7,7 +7,9 @@
  * CPU parts (destroy, thread exit), so it comes first in the lock order:
  * cache_mutex -> node list_lock -> slab CAS -> page lock.
  */
-#include "slab.h"
+#include "cpu.h"
+#include "debug.h"
+#include "observe.h"
 #include "bgthread.h"
 
 #include <errno.h>

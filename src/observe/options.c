@@ -12,7 +12,8 @@
  * malformed token gets one warning line naming it and is ignored. Nothing
  * here allocates: the per-cache table is static.
  */
-#include "slab.h"
+#include "cpu.h"
+#include "debug.h"
 #include "bgthread.h"
 
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * The malloc family with C and glibc semantics, as hidden mf_* functions
  * (override.c gives them the libc names; the uslab_* API below wraps them).
  *
- * Decisions (RELIABILITY.md, "Decisions that differ"):
+ * Decisions (docs/testing.md, "Decisions that differ"):
  *   - realloc(p, 0) frees p and returns NULL, as glibc; realloc(NULL, n) is
  *     malloc(n). realloc keeps the pointer whenever the new size fits the
  *     block's usable size; a failed realloc leaves the old block intact.

@@ -81,7 +81,8 @@
  */
 #define _GNU_SOURCE
 #include "kfence.h"
-#include "slab.h"
+#include "cpu.h"
+#include "debug.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -12,7 +12,8 @@
  *  - the node's slab and object counts against the slabs found.
  * Each problem is reported once, as one line.
  */
-#include "slab.h"
+#include "cpu.h"
+#include "debug.h"
 
 #include <errno.h>
 

@@ -3,7 +3,7 @@
  * slabs, taking objects off slabs in bulk (sheaf refills), giving them back
  * grouped by slab (sheaf flushes, bulk frees), the general free of a chain
  * to its slab, the dispatch of the slow paths to the per-CPU layer of the
- * cache's mode (sheaf.c or cpu_slab.c), and the node-locked path that debug
+ * cache's mode (sheaf.c or classic.c), and the node-locked path that debug
  * caches take for everything (with debug.c's hooks).
  *
  * Lock order and what protects what (after mm/slub.c):
@@ -36,12 +36,12 @@
  * free pointers written into objects before it; the acquiring CAS that
  * takes the list makes those writes visible to the taker.
  */
-#include "slab.h"
+#include "cpu.h"
+#include "debug.h"
 
 #include <errno.h>
 #include <string.h>
 
-void (*_Atomic slab_slow_hook)(void);
 
 /*
  * The slab word is always changed by a locked compare-and-swap, also in a
@@ -662,73 +662,7 @@ void slab_debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *ca
 		slab_discard(s, NULL, slab);
 }
 
-/* ---- the slow paths ---------------------------------------------------------- */
-
-/* Set c up, holding nothing, for `mode` (with sheaves of cap objects). */
-static void cpu_setup(struct uslab_cache *s, struct cpu_cache *c, unsigned mode, unsigned cap)
-{
-	switch (mode) {
-	case CPU_SHEAVES:
-		c->mode = CPU_SHEAVES;
-		sheaf_setup_cpu(s, c, cap);
-		break;
-	case CPU_HOME:
-	case CPU_SLQB:
-		home_setup_cpu(s, c, mode);
-		break;
-	default:
-		c->mode = CPU_CLASSIC;
-		break;
-	}
-}
-
-void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c)
-{
-	cpu_busy(c);   /* the caller marks it idle when done */
-	cpu_fork_check();
-	atomic_store_explicit(&c->slow_ops, atomic_load_explicit(&c->slow_ops, memory_order_relaxed) + 1,
-			      memory_order_relaxed);   /* this part is in use (decay.c) */
-	if (unlikely(atomic_load_explicit(&c->flush_req, memory_order_relaxed))) {
-		/* another thread asked, while we were idle, for what we hold */
-		atomic_store_explicit(&c->flush_req, false, memory_order_relaxed);
-		slab_flush_cpu(s, c);
-	}
-	/* the mode the cache asks for now (it may have been changed), or
-	 * set up again after a flush */
-	unsigned mode = TUNE(s, cpu_mode), cap = TUNE(s, sheaf_capacity);   /* one read each: a tuner may */
-	if (mode == CPU_SHEAVES && !cap)                                      /* change either meanwhile */
-		mode = CPU_CLASSIC;
-	if (unlikely(c->mode != mode) || unlikely(mode == CPU_SHEAVES && c->sheaf_cap != cap)) {
-		slab_flush_cpu(s, c);
-		cpu_setup(s, c, mode, cap);
-	}
-}
-
-void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked)
-{
-	s = cache_root(s);
-	void (*hook)(void) = atomic_load_explicit(&slab_slow_hook, memory_order_relaxed);
-	if (unlikely(hook))
-		hook();
-	if (unlikely(s->debug))
-		return slab_debug_alloc(s, caller, USLAB_STAT_ALLOC_SLOWPATH, asked);
-	if (c->cache != s) {
-		c = cpu_get(s);
-		if (!c)
-			return slab_alloc_nocpu(s);
-	}
-	slab_cpu_enter(s, c);
-	void *x;
-	switch (c->mode) {
-	case CPU_SHEAVES: x = sheaf_alloc_slow(s, c); break;
-	case CPU_CLASSIC: x = cpu_slab_alloc_slow(s, c); break;
-	default:          x = home_alloc_slow(s, c); break;
-	}
-	cpu_idle(c);
-	if (likely(x))
-		track_alloc(x, s->object_size);
-	return slab_hand_out(s, x);
-}
+/* ---- without a CPU part ------------------------------------------------------ */
 
 /* Without a CPU part: one object straight off a slab. */
 void *slab_alloc_nocpu(struct uslab_cache *s)
@@ -746,105 +680,21 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 	return slab_hand_out(s, x);
 }
 
-void *cpu_pop_checked(struct uslab_cache *s, struct cpu_cache *c, void *x, void *next)
+/* Without a CPU part (uslab's own metadata caches): checked as any free,
+ * then straight to the slab. */
+void slab_free_nocpu(struct uslab_cache *s, void *x)
 {
-	struct slab *d;
-	if (c->mode == CPU_SLQB && (d = page_obj_slab(next)) != NULL && page_kind(d) == PK_SLAB &&
-	    d->cache == s->real && slab_obj_valid(s->real, d, next)) {
-		c->freelist = next;   /* the SLQB queue spans slabs */
-		cpu_fp_scrub(c, x);
-		cpu_tick(&c->alloc_fast);
-		track_alloc(x, s->object_size);
-		return x;
-	}
-	slab_bad_freelist(s, x, next);
-}
-
-/* Making a CPU part may fail with ENOMEM; free keeps errno. */
-static struct cpu_cache *free_cpu_get(struct uslab_cache *s)
-{
-	int e = errno;
-	struct cpu_cache *c = cpu_get(s);
-	errno = e;
-	return c;
-}
-
-void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c, void *caller)
-{
-	struct uslab_cache *named = s;   /* the cache the caller named, for reports */
-	s = cache_root(s);
-	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
-		if (kfence_owns(x)) {   /* a sampled object: outside every segment */
-			kfence_free(x, named, caller);
-			return;
-		}
-		slab_bad_free(named, slab, x, "invalid free");
-	}
-	if (unlikely(opt.hardened) && !s->internal && !live_clear(x))
-		slab_bad_free(named, slab, x, "double free (object not live)");   /* or a never-allocated slot */
+	struct slab *slab = page_obj_slab(x);
+	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
+		slab_bad_free(s, slab, x, "invalid free");
 	if (unlikely(s->debug)) {
-		slab_debug_free(s, slab, x, caller, USLAB_STAT_FREE_SLOWPATH);
+		slab_debug_free(s, slab, x, NULL, USLAB_STAT_FREE_SLOWPATH);
 		return;
 	}
 	fp_check_free(s, slab, x);
-	if (!c || c->cache != s) {
-		c = free_cpu_get(s);   /* NULL for exiting threads: they free straight to the slab */
-		if (!c) {
-			track_free(x, s->object_size);
-			slab_free_chain(s, NULL, slab, x, x, 1, false);
-			stat_inc(s, NULL, USLAB_STAT_FREE_SLOWPATH);
-			return;
-		}
-	}
-	slab_cpu_enter(s, c);
 	track_free(x, s->object_size);
-	switch (c->mode) {
-	case CPU_SHEAVES: sheaf_free_slow(s, c, x); break;
-	case CPU_CLASSIC: cpu_slab_free_slow(s, c, slab, x); break;
-	default:          home_free(s, c, slab, x); break;
-	}
-	cpu_idle(c);
-}
-
-void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x)
-{
-	void *caller = __builtin_return_address(0);   /* tail-called: the API call's */
-	if (unlikely(page_kind(d) != PK_SLAB)) {   /* the cache API's misuse, or a KFENCE object */
-		slab_free_slow(named, d, x, NULL, caller);
-		return;
-	}
-	struct uslab_cache *s = d->cache;
-	struct cpu_cache *c = cpu_this_id(d->cid);
-	/* a remote free or slqb's queue: straight to cpu_home.c once x is
-	 * checked, without the slow path's bookkeeping (they are this mode's
-	 * ordinary frees, not a slow path) */
-	if (likely(c->cache == s) && (c->mode == CPU_HOME || c->mode == CPU_SLQB) && likely(!named || named->real == s) &&
-	    likely(slab_obj_valid(s, d, x)) && !opt.hardened) {
-		fp_check_free(s, d, x);
-		track_free(x, s->object_size);
-		cpu_busy(c);
-		home_free(s, c, d, x);
-		cpu_idle(c);
-		return;
-	}
-	slab_free_slow(named ? named : s, d, x, c, caller);
-}
-
-void slab_free_nocpu(struct uslab_cache *s, void *x)
-{
-	slab_free_slow(s, page_obj_slab(x), x, NULL, NULL);
-}
-
-void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
-{
-	switch (c->mode) {
-	case CPU_SHEAVES: sheaf_flush_cpu(s, c, false); break;
-	case CPU_CLASSIC: cpu_slab_flush(s, c); break;
-	case CPU_HOME:
-	case CPU_SLQB:    home_flush_cpu(s, c); break;
-	default:          break;
-	}
-	c->mode = CPU_NR_MODES;   /* set up again at its next slow path */
+	slab_free_chain(s, NULL, slab, x, x, 1, false);
+	stat_inc(s, NULL, USLAB_STAT_FREE_SLOWPATH);
 }
 
 /* ---- empty slabs kept for reuse ------------------------------------------ */

@@ -5,7 +5,9 @@
  * parts that are gone and for CPU-less paths, in the cache's stat_gone.
  * Readers take cache_mutex so that parts cannot vanish while summed.
  */
-#include "slab.h"
+#include "cpu.h"
+#include "observe.h"
+#include "debug.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -1,0 +1,442 @@
+/*
+ * The slab core's types and interface (core/slab.c, core/cache.c): the
+ * slab word, the node part (partial and empty lists, the barn sheaves
+ * trade through), the cache (kmem_cache), free pointers and the
+ * double-free mark, hardened mode's live bits, and what the core offers
+ * the layers above: new and discarded slabs, objects taken from and freed
+ * to slabs in bulk, the node-locked path of debug caches.
+ *
+ * Layers (docs/design.md): core/ (OS, pages, slabs, caches) below cpu/
+ * (the per-CPU modes, cpu/cpu.h) below malloc/ (kmalloc and the malloc
+ * family); debug/ and observe/ beside them. This header includes only
+ * core and shared headers.
+ */
+#ifndef USLAB_SLAB_H
+#define USLAB_SLAB_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "internal.h"
+#include "page.h"
+#include "track.h"
+
+#define SLAB_MAX_OBJECTS   32767   /* per slab, as the kernel's MAX_OBJS_PER_PAGE */
+#define SLUB_MAX_ORDER_DEFAULT 3   /* PAGE_ALLOC_COSTLY_ORDER */
+#define CACHE_ID_MAX       65536   /* live caches at once */
+#define SHEAF_MAX_CAPACITY 508     /* largest sheaf_capacity (a sheaf is then one page) */
+#define BARN_MAX_SHEAVES   1024    /* largest barn bound */
+
+struct cpu_cache;   /* cpu/cpu.h: the core counts events on the part that calls it */
+
+/* ---- the slab word: free list, inuse, frozen -------------------------- */
+/*
+ * SLUB changes a slab's free-list head and its counters together with a
+ * double-word cmpxchg. Here they fit one 64-bit word: the head as its byte
+ * offset in the segment (0 = empty list; offset 0 is the segment header and
+ * never an object), inuse, and frozen (classic mode: the slab is some CPU
+ * part's CPU slab or on its CPU partial list, and only that CPU allocates
+ * from it or moves it between lists). Sheaves never freeze slabs.
+ */
+#define FC_OFF_BITS    22
+#define FC_INUSE_SHIFT 22
+#define FC_INUSE_MASK  0xffffULL
+#define FC_FROZEN      (1ULL << 38)
+
+static inline void *fc_freelist(uint64_t fc, const struct slab *slab)
+{
+	uint64_t off = fc & ((1ULL << FC_OFF_BITS) - 1);
+	return off ? (char *)page_segment(slab) + off : NULL;
+}
+static inline unsigned fc_inuse(uint64_t fc) { return (unsigned)((fc >> FC_INUSE_SHIFT) & FC_INUSE_MASK); }
+static inline bool fc_frozen(uint64_t fc) { return fc & FC_FROZEN; }
+/* A word with the given list, inuse and frozen bit. Every caller computes
+ * inuse from a checked count (0 .. objects), so it never spills into the
+ * frozen bit. */
+static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen)
+{
+	uint64_t off = freelist ? (uintptr_t)freelist & SEG_MASK : 0;
+	return off | ((uint64_t)(inuse & FC_INUSE_MASK) << FC_INUSE_SHIFT) | (frozen ? FC_FROZEN : 0);
+}
+
+/* ---- sheaves ---------------------------------------------------------- */
+/*
+ * A sheaf: an array of object pointers. A CPU part's `main` sheaf is where
+ * its allocations pop and its frees push; `spare` is a second one to swap
+ * with; the barn keeps more of them per cache. A sheaf that is main keeps
+ * its count in the CPU part (c->n), its `size` is stale meanwhile.
+ */
+struct sheaf {
+	/* The header is objects[-4 .. -1]: none of its words is ever an object
+	 * pointer of a user cache (a sheaf pointer, two small counts, NULL),
+	 * so the free fast path can compare x with objects[n - 4 .. n - 1]
+	 * without a bound check at n < 4. */
+	struct sheaf *next;        /* barn list link */
+	uint32_t size;             /* objects held (not while main: see c->n) */
+	uint32_t cap;              /* entries in objects[] */
+	void *guard[2];            /* always NULL */
+	void *objects[];
+};
+_Static_assert(offsetof(struct sheaf, objects) == 4 * sizeof(void *), "objects[-4 .. -1] is the header");
+
+/* Is x among this thread's last SHEAF_RECENT frees onto main (or the
+ * objects on top of it)? Four compares, one branch: the cheap double-free
+ * check of sheaves mode (free(a); free(b); free(a) included). */
+#define SHEAF_RECENT 4
+static inline bool sheaf_recent(void *const *objs, uint32_t n, const void *x)
+{
+	void *const *top = objs + n;
+	return (top[-1] == x) | (top[-2] == x) | (top[-3] == x) | (top[-4] == x);
+}
+
+/* ---- the node part (one node: user space has no NUMA placement yet) ----- */
+/*
+ * The barn: full and empty sheaves that CPU parts trade their own for.
+ * Frees by threads that did not allocate (consumers) fill sheaves that
+ * travel back to allocating threads (producers) through it, whole.
+ */
+struct barn {
+	/* lock protects: both lists (via sheaf->next) and the counts. A leaf
+	 * lock: nothing else is taken while it is held (sheaves are flushed and
+	 * freed after it is released). */
+	pthread_mutex_t lock;
+	struct sheaf *full, *empty;
+	_Atomic unsigned nr_full, nr_empty;   /* written under lock, peeked without */
+	_Atomic unsigned long objects;        /* objects in the full sheaves (statistics) */
+	_Atomic unsigned long gets;           /* full sheaves taken so far (lock held) */
+	unsigned long seen_gets;              /* gets at the last decay pass (cache_mutex) */
+};
+
+struct node {
+	/* list_lock protects: the partial list, nr_partial, slab->on_node and
+	 * slab->next/prev of listed slabs. Taken before any slab CAS (lock
+	 * order: node list_lock -> slab CAS -> page lock). */
+	pthread_mutex_t list_lock;
+	struct slab *partial_head, *partial_tail;
+	_Atomic unsigned long nr_partial; /* slabs on the partial list (written under list_lock, peeked without) */
+	/* Empty slabs kept for reuse (home and slqb give theirs back here;
+	 * list_lock): newest first, each stamped when it came (free_time), so
+	 * that a slab that empties and is wanted again within decay_ms costs no
+	 * trip through the page allocator and no new free list. Bounded by
+	 * decay_ms and, with the page allocator's dirty pages, by
+	 * decay_dirty_max (slab_keep_empty). */
+	struct slab *empty_head, *empty_tail;
+	_Atomic unsigned long nr_empty;
+	_Atomic long nr_slabs;          /* slabs of the cache that exist */
+	_Atomic long total_objects;     /* object slots in those slabs */
+	struct barn barn;
+};
+
+/*
+ * Per-CPU modes (a cache's cpu_mode tunable; each part runs the mode it was
+ * set up with until its next slow path sees the tunable changed):
+ *   CPU_CLASSIC  SLUB's CPU slab and CPU partial lists (the 2011 thread):
+ *                classic.c.
+ *   CPU_SHEAVES  sheaves and the barn (SLUB+Q 2010, Linux 7.0): sheaf.c.
+ *   CPU_HOME     slabs owned by the part, local frees straight to their
+ *                slab, remote frees batched home (SLQB v2's page lists,
+ *                mimalloc's pages): home.c.
+ *   CPU_SLQB     SLQB as compared in 2009: the same ownership plus a LIFO
+ *                object queue bounded by hiwater: home.c.
+ */
+enum cpu_mode { CPU_CLASSIC = 0, CPU_SHEAVES = 1, CPU_HOME = 2, CPU_SLQB = 3, CPU_NR_MODES };
+#define CPU_MODE_DEFAULT CPU_HOME   /* chosen by measurement: README, "Choosing the default" */
+
+/* ---- a cache (kmem_cache) ---------------------------------------------- */
+struct uslab_cache {
+	/* read-only after creation; the fast paths use the first line */
+	unsigned id;               /* index in each thread's CPU part array */
+	unsigned size;             /* stride of objects in a slab: object, free pointer, padding */
+	unsigned offset;           /* free pointer's offset in a free object */
+	unsigned object_size;      /* size given at creation */
+	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
+	struct uslab_cache *real;  /* the cache whose slabs hold the objects: root, or itself */
+	uintptr_t fp_key;          /* random key of free pointer obfuscation */
+	unsigned align;            /* effective alignment */
+	/* preferred order << 16 | objects per slab of that order, in one word
+	 * so that the order tunable changes both at once (kmem_cache's oo) */
+	_Atomic uint32_t oo;
+	uint8_t min_order;         /* fallback order: smallest that holds an object */
+	uint16_t min_objects;      /* objects in a slab of `min_order` */
+	unsigned long flags;
+	void (*ctor)(void *);
+	/* slub_debug (debug.c). Debug caches have no CPU parts: every operation
+	 * takes the node-locked slab path, as in the kernel; other caches' fast
+	 * paths do not look at these fields. */
+	unsigned debug;            /* DBG_* letters on */
+	unsigned red_left_pad;     /* bytes before each object (Z); 0 otherwise */
+	unsigned meta_off;         /* from the object: right red zone end = free pointer (debug) */
+	unsigned track_off;        /* from the object: alloc and free tracks (U) */
+	unsigned orig_off;         /* from the object: requested size (Z, kmalloc slack) */
+	uint16_t *random_seq;      /* slab_freelist_random: shuffled object order, or NULL */
+	unsigned random_seq_len;
+	/* Tunables: written by setters, read without locks by the slow paths
+	 * (relaxed atomics: a stale value for one operation is harmless, as in
+	 * SLUB's sysfs tunables). */
+	_Atomic unsigned cpu_mode;          /* enum cpu_mode of its CPU parts */
+	_Atomic unsigned sheaf_capacity;    /* sheaves mode: objects per sheaf; 0 = classic mode */
+	_Atomic unsigned barn_full_max;     /* full sheaves the barn keeps */
+	_Atomic unsigned barn_empty_max;    /* empty sheaves the barn keeps */
+	_Atomic unsigned cpu_partial;       /* classic: free objects kept on CPU partial lists; 0 = none */
+	_Atomic unsigned long min_partial;  /* empty slabs kept on the node list */
+	_Atomic unsigned freebatch;         /* home, slqb: remote batch size; slqb: objects a queue flush moves */
+	_Atomic unsigned hiwater;           /* slqb: objects the queue holds before a flush */
+
+	struct node node;
+	struct cpu_cache *cpu_list;            /* CPU parts of live threads (cache_mutex) */
+	/* Parts whose threads exited (cache_mutex): kept, not freed, because a
+	 * remote freer may still push to one's inbox (home.c); the next
+	 * thread that needs a part takes one from here. */
+	struct cpu_cache *cpu_dead;
+	_Atomic uint64_t stat_gone[USLAB_NR_STAT_ITEMS]; /* counters of CPU parts gone, and of CPU-less paths */
+	struct uslab_cache *next, *prev;       /* all real caches (cache_mutex) */
+	bool internal;                         /* uslab's own metadata cache */
+	/* Merging. An alias is a small cache of its own (name, requested size)
+	 * that shares its root's id, stride and free pointer, so the fast
+	 * paths run unchanged on the root's CPU parts; everything else works
+	 * on the root. (cache_mutex protects the lists and counts.) */
+	struct uslab_cache *root;              /* alias: the real cache; NULL for a real cache */
+	struct uslab_cache *aliases;           /* real cache: its aliases, via alias_next */
+	struct uslab_cache *alias_next;
+	unsigned refs;                         /* real cache: 1 for itself (until destroyed) + aliases */
+	bool destroyed;                        /* real cache: its creator destroyed it, aliases live on */
+	char name[USLAB_NAME_MAX + 1];
+};
+
+static inline unsigned oo_order(uint32_t oo) { return oo >> 16; }
+static inline unsigned oo_objects(uint32_t oo) { return oo & 0xffff; }
+static inline uint32_t cache_oo(const struct uslab_cache *s)
+{
+	return atomic_load_explicit(&s->oo, memory_order_relaxed);
+}
+#define TUNE(s, field) atomic_load_explicit(&(s)->field, memory_order_relaxed)
+#define TUNE_SET(s, field, v) atomic_store_explicit(&(s)->field, (v), memory_order_relaxed)
+
+/* The per-CPU mode s's parts should run: cpu_mode, but sheaves with
+ * sheaf_capacity 0 is classic (that tunable's old meaning). */
+static inline unsigned cache_cpu_mode(const struct uslab_cache *s)
+{
+	unsigned m = TUNE(s, cpu_mode);
+	return m == CPU_SHEAVES && !TUNE(s, sheaf_capacity) ? (unsigned)CPU_CLASSIC : m;
+}
+
+/* The real cache behind s (s itself unless s is an alias). */
+static inline struct uslab_cache *cache_root(struct uslab_cache *s)
+{
+	return s->real;
+}
+
+/* ---- per-object helpers ----------------------------------------------- */
+/*
+ * Free pointers are stored obfuscated (CONFIG_SLAB_FREELIST_HARDENED): the
+ * pointer xor a per-cache random key xor the byte-swapped address it is
+ * stored at, so a leaked or overwritten free pointer is useless to an
+ * attacker and a corrupted one decodes to garbage that the checks catch.
+ * USLAB_HARDENED=0 builds store them plain (to measure what it costs).
+ */
+#ifndef USLAB_HARDENED
+#define USLAB_HARDENED 1
+#endif
+static inline uintptr_t fp_mask(const struct uslab_cache *s, const void *where)
+{
+#if USLAB_HARDENED
+	return s->fp_key ^ __builtin_bswap64((uintptr_t)where);
+#else
+	(void)s, (void)where;
+	return 0;
+#endif
+}
+static inline void *get_freepointer(const struct uslab_cache *s, void *obj)
+{
+	void **where = (void **)((char *)obj + s->offset);
+	return (void *)((uintptr_t)*where ^ fp_mask(s, where));
+}
+static inline void set_freepointer(const struct uslab_cache *s, void *obj, void *next)
+{
+	void **where = (void **)((char *)obj + s->offset);
+	*where = (void *)((uintptr_t)next ^ fp_mask(s, where));
+}
+/*
+ * The double-free mark. A free object's free-pointer word holds an
+ * obfuscated link (NULL or another free object); every allocation path
+ * overwrites it before the object is handed out (FP_TAKEN, or 0 on the fast
+ * path), and every free reads it before anything else, as glibc's tcache
+ * reads its key: if it still decodes to something that could be a link, the
+ * object may already be free. Two steps:
+ *   - the filter (inline, on data the free loads anyway): the decoded word
+ *     is NULL or an aligned user-space pointer (FP_NOT_LINK bits clear);
+ *     user data decodes through the cache's random key to noise, which
+ *     passes one time in about 2^20;
+ *   - then, out of line, the verdict: NULL or an object of the same cache
+ *     is a link (noise lands there one time in about 2^40), and the free is
+ *     reported as a double free; anything else was noise, and the free goes
+ *     on.
+ * So a double free is caught at any distance, in every mode, as long as
+ * the object is still free: on a CPU free list, a slab's list, an owned
+ * slab's list, a remote batch or inbox, an SLQB queue. (Objects in a
+ * sheaf carry no link: there the last four frees are compared instead.)
+ * Only obfuscated builds check: without the key, user data that holds a
+ * pointer to another object of the cache would read as a link.
+ */
+#define FP_TAKEN ((void *)0x7ace)   /* an odd value: never a link */
+#define FP_NOT_LINK 0xffff800000000007ULL   /* bits a link never has (8-aligned, below 2^47) */
+USLAB_HIDDEN void fp_double_free(struct uslab_cache *s, struct slab *slab, void *x);
+/* A free of x (an object of s, slab its descriptor) that is about to write
+ * x's free pointer: reported (fatal) if x is free already. */
+static inline void fp_check_free(struct uslab_cache *s, struct slab *slab, void *x)
+{
+#if USLAB_HARDENED
+	if (unlikely(!((uintptr_t)get_freepointer(s, x) & FP_NOT_LINK)))
+		fp_double_free(s, slab, x);   /* returns if it was noise */
+#else
+	(void)s, (void)slab, (void)x;
+#endif
+}
+static inline void *slab_base(const struct slab *slab) { return page_address(slab); }
+/* The first object of a slab: after the left red zone of debug caches. */
+static inline char *slab_first(const struct uslab_cache *s, const struct slab *slab)
+{
+	return (char *)page_address(slab) + s->red_left_pad;
+}
+
+/* Is `off` (< 2^32) a multiple of the object stride? One multiply (Lemire's
+ * divisibility test), no division. */
+static inline bool obj_offset_ok(const struct uslab_cache *s, uintptr_t off)
+{
+	return (uint64_t)off * s->divmagic <= s->divmagic - 1;
+}
+
+/* Is x the start of an object of this slab? */
+static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab *slab, const void *x)
+{
+	uintptr_t off = (uintptr_t)x - (uintptr_t)slab_first(s, slab);
+	return off < ((uintptr_t)slab->objects * s->size) && obj_offset_ok(s, off);
+}
+
+/* Is x an object of a live slab of cache s (a real cache without debug
+ * padding: red_left_pad 0)? The sheaf free path's check: kind, cache and
+ * object boundary, all from the descriptor's line and s's first line. */
+static inline bool slab_owns(const struct uslab_cache *s, const struct slab *slab, const void *x)
+{
+	uintptr_t off = (uintptr_t)x - (uintptr_t)page_address(slab);
+	return likely(slab->cache == s) && likely(page_kind(slab) == PK_SLAB) &&
+	       likely(off < (uintptr_t)slab->objects * s->size) && likely(obj_offset_ok(s, off));
+}
+
+/* ---- hardened mode: the live bit of every object ------------------------- */
+/*
+ * USLAB_OPTIONS=hardened: every allocation sets the object's bit in its
+ * segment's live map and every free clears it, atomically, so that a free
+ * of anything not live (a double free at any distance, an object sitting in
+ * a sheaf, a never-allocated slot) is caught before it can do harm, and an
+ * object handed out while live (corrupted state) too. The fast paths do not
+ * know: in hardened mode no thread's fast-path pointers are ever set
+ * (tls.c), so every operation takes the slow paths, which check here.
+ */
+static inline _Atomic uint64_t *live_word(const void *x, uint64_t *bit)
+{
+	uintptr_t g = ((uintptr_t)x & SEG_MASK) >> 3;
+	*bit = 1ULL << (g % 64);
+	return &page_segment(x)->live[g / 64];
+}
+/* Mark x live; false if it was live already. */
+static inline bool live_set(const void *x)
+{
+	uint64_t bit;
+	_Atomic uint64_t *w = live_word(x, &bit);
+	return !(atomic_fetch_or_explicit(w, bit, memory_order_relaxed) & bit);
+}
+/* Mark x free; false if it was not live. */
+static inline bool live_clear(const void *x)
+{
+	uint64_t bit;
+	_Atomic uint64_t *w = live_word(x, &bit);
+	return atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed) & bit;
+}
+
+USLAB_HIDDEN _Noreturn void slab_bad_freelist(struct uslab_cache *s, const void *obj, const void *next);
+/* The same, typed for a tail call from the alloc fast path; never returns. */
+USLAB_HIDDEN void *slab_freelist_corrupt(struct uslab_cache *s, const void *obj, const void *next);
+
+/* ---- slab.c: the slab core ------------------------------------------------ */
+USLAB_HIDDEN _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const void *x, const char *why);
+
+/* Debug caches: every operation under the node lock, through debug.c's
+ * hooks; `counted_as` is the event a success counts (ALLOC/FREE_SLOWPATH,
+ * or _BULK). x is checked to be an object of s. */
+USLAB_HIDDEN void *slab_debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item counted_as,
+				    size_t asked);
+USLAB_HIDDEN void slab_debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *caller,
+				  enum uslab_stat_item counted_as);
+/* Every object an allocation path returns goes through here: in hardened
+ * mode it is marked live (fatal if it was). Returns x. */
+USLAB_HIDDEN void *slab_hand_out(struct uslab_cache *s, void *x);
+
+/* Allocate/free without a CPU part (metadata caches, exiting threads). */
+USLAB_HIDDEN void *slab_alloc_nocpu(struct uslab_cache *s);
+USLAB_HIDDEN void slab_free_nocpu(struct uslab_cache *s, void *x);
+/* Take up to `want` (>= 1) objects off slabs into objs[]: node partial
+ * slabs first, several in one lock hold, then at most one new slab.
+ * Returns how many (0: no memory). c may be NULL (for the counters). */
+USLAB_HIDDEN unsigned slab_take_objects(struct uslab_cache *s, struct cpu_cache *c, void **objs, unsigned want);
+/* Free n objects (checked, of cache s) to their slabs, grouped by slab:
+ * one CAS per slab, the node lock (one hold) only for slabs that change
+ * list. `freeze`: classic part c may freeze full slabs onto its partial
+ * list (SLUB); sheaves never do. */
+USLAB_HIDDEN void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, unsigned n,
+				    bool freeze);
+/* Free the chain head..tail of cnt objects of one slab: one CAS, the node
+ * lock if the slab changes list. `freeze` as above. */
+USLAB_HIDDEN void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
+				  void *tail, unsigned cnt, bool freeze);
+/* A new slab with all objects on one list: frozen for classic part c (the
+ * list in *chain, inuse = objects) or, with chain NULL, unfrozen with the
+ * list in the slab (inuse 0). */
+USLAB_HIDDEN struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain);
+USLAB_HIDDEN void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab);
+/* node partial list; list_lock held */
+USLAB_HIDDEN void add_partial_locked(struct node *n, struct slab *slab, bool tail);
+USLAB_HIDDEN void remove_partial_locked(struct node *n, struct slab *slab);
+USLAB_HIDDEN void slab_node_lock(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN void slab_node_unlock(struct uslab_cache *s);
+/* The slab word's compare-and-swap (always locked: slab.c). */
+USLAB_HIDDEN bool slab_cas(struct slab *slab, uint64_t *old, uint64_t new);
+
+/* Free every empty slab on the node lists. Returns the number freed. */
+USLAB_HIDDEN unsigned long slab_shrink_node(struct uslab_cache *s);
+/* Free the empty slabs kept longer than decay_ms. */
+USLAB_HIDDEN void slab_decay_empty(struct uslab_cache *s);
+/* Keep an empty, unowned, unfrozen slab (its whole list in its word) on
+ * the node's empty list, or free it when the budget is spent. */
+USLAB_HIDDEN void slab_keep_empty(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab);
+/* An empty slab from the node's empty list (unlisted, its whole list in its
+ * word), or NULL. */
+USLAB_HIDDEN struct slab *slab_take_empty(struct uslab_cache *s, struct cpu_cache *c);
+/* Live objects, counted from the slabs; objects in sheaves and barns count
+ * as live (they are, to the slabs). */
+USLAB_HIDDEN unsigned long slab_count_live(struct uslab_cache *s);
+/* A hook the allocation slow path calls when set (export.c registers it,
+ * so the core never calls up into the export by name). */
+extern void (*_Atomic slab_slow_hook)(void) USLAB_HIDDEN;
+/* cache.c calls this hook (when set) after a cache is made or destroyed,
+ * with no lock held (export.c: refresh the snapshot's list of caches). */
+extern void (*_Atomic cache_list_hook)(void) USLAB_HIDDEN;
+
+/* ---- fork.c ---------------------------------------------------------------- */
+USLAB_HIDDEN void fork_init(void);
+
+/* ---- cache.c ---------------------------------------------------------- */
+/* cache_mutex protects: the cache list, cache ids, every cache's cpu_list,
+ * and stat_gone folding. Lock order: cache_mutex -> node list_lock -> page;
+ * a barn lock is a leaf. */
+extern pthread_mutex_t cache_mutex USLAB_HIDDEN;
+extern struct uslab_cache *cache_list USLAB_HIDDEN;
+USLAB_HIDDEN void cache_init(void);
+extern struct uslab_cache cache_cache USLAB_HIDDEN;        /* struct uslab_cache */
+extern struct uslab_cache cache_cpu_cache USLAB_HIDDEN;    /* struct cpu_cache */
+extern struct uslab_cache cache_thread_cache USLAB_HIDDEN; /* struct cpu_thread */
+/* Sheaf storage: internal caches of 128 .. 4096 bytes (sheaf.c). */
+#define SHEAF_CACHES 6
+extern struct uslab_cache cache_sheaf_cache[SHEAF_CACHES] USLAB_HIDDEN;
+
+#endif

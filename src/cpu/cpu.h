@@ -1,0 +1,570 @@
+/*
+ * The per-CPU layer (cpu/): the CPU part of every cache, the modes it runs
+ * (classic.c, sheaf.c, home.c; dispatch.c picks one per slow path), the
+ * thread-local backend (tls.c), bulk (bulk.c), memory taken back from idle
+ * parts (decay.c), and the inline fast paths the cache API and the malloc
+ * family share. Includes the core below it (core/slab.h).
+ */
+#ifndef USLAB_CPU_H
+#define USLAB_CPU_H
+
+#include "slab.h"
+
+/* ---- the CPU part: one per thread and cache (kmem_cache_cpu) ---------- */
+
+/* Counters the fast paths bump: one instruction (an unlocked add to
+ * memory) by the owning thread; others read them with relaxed loads. An
+ * aligned 8-byte store is never torn on x86-64, so a reader sees the old
+ * or the new value. TSan builds, and other architectures, use relaxed
+ * atomic load and store, which TSan understands. */
+static inline void cpu_tick(uint64_t *ctr)
+{
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+	__asm__ volatile("addq $1, %0" : "+m"(*ctr));
+#else
+	__atomic_store_n(ctr, __atomic_load_n(ctr, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+#endif
+}
+static inline uint64_t cpu_ctr(const uint64_t *ctr)
+{
+	return __atomic_load_n(ctr, __ATOMIC_RELAXED);
+}
+
+/* Keep the fast paths' stores in program order (a compiler barrier; x86
+ * keeps stores in order itself): a link before the head that publishes it,
+ * a head before the scrub of the object it handed out. Then another
+ * thread's part is consistent at every instant, which a fork child relies
+ * on when it settles the parts of threads the fork left behind (tls.c):
+ * at worst an object is lost, never a list broken. */
+#define cpu_order() __asm__ volatile("" ::: "memory")
+
+struct cpu_cache {
+	/* Line 0 (the struct is two lines aligned): everything the fast
+	 * paths read, in every mode. */
+	void *freelist;                 /* classic: the CPU slab's objects this CPU may take; home: the
+	                                 * current slab's; slqb: the object queue (obfuscated links) */
+	struct slab *slab;              /* classic: the CPU slab (frozen); home: the current slab; or
+	                                 * NULL. Relaxed atomic stores: statistics readers peek */
+	uintptr_t slab_base;            /* first object of `slab` (0 without a slab) */
+	uint32_t slab_span;             /* bytes of object slots in `slab` (0 without) */
+	uint32_t offset;                /* the cache's free-pointer offset (a copy: one line less) */
+	uintptr_t fp_key;               /* the cache's free-pointer key (a copy) */
+	uint64_t divmagic;              /* the cache's boundary multiplier (a copy) */
+	void **objs;                    /* sheaves: main's objects[] */
+	uint32_t n;                     /* sheaves: objects in main; owner writes, others read (relaxed) */
+	uint32_t cap;                   /* sheaves: main's capacity; 0 in other modes, so that the free
+	                                 * fast path never pushes there */
+
+	/* Line 1: the fast paths' counters (owner: cpu_tick; stats.c reads
+	 * them relaxed), then what the slow paths use most. */
+	uint64_t alloc_fast;            /* ALLOC_FASTPATH: pops of `freelist` */
+	uint64_t free_fast;             /* FREE_FASTPATH: pushes onto `freelist` or an owned slab */
+	uint64_t alloc_pcs;             /* ALLOC_PCS: pops of main */
+	uint64_t free_pcs;              /* FREE_PCS: pushes onto main */
+	struct cpu_thread *thread;      /* the thread this part belongs to */
+	uint8_t mode;                   /* enum cpu_mode this part runs; CPU_NR_MODES: none yet */
+	/* inside a slow path (its private state may be half changed): a fork
+	 * child leaves such a part of a vanished thread alone (tls.c) */
+	uint8_t busy;
+	/* slqb: objects on the queue = qadj + free_fast - alloc_fast (the
+	 * inline pop keeps no count of its own; slow paths adjust qadj) */
+	int64_t qadj;
+	struct uslab_cache *cache;      /* owner; NULL once destroy took it back */
+
+	/* Ownership (home, slqb; home.c): the slabs this part owns other
+	 * than `slab`, on doubly linked lists through slab->next/prev. */
+	struct own_list {
+		struct slab *head, *tail;
+	} own_partial,                  /* owned slabs with objects on their lfree (FIFO) */
+	  own_full;                     /* owned slabs with every object out */
+	_Atomic uint32_t own_slabs;     /* slabs owned, `slab` and the stash included (RMW: a decay
+	                                 * pass that takes the stash takes them off too) */
+	/* Empty owned slabs kept for reuse (home): a stack through
+	 * slab->next, pushed and popped by the owner by CAS; a decay pass
+	 * takes an idle part's whole stack by exchange. Only the owner pushes
+	 * and others only take all, so a pop's CAS cannot succeed on a stale
+	 * head (no ABA). At most a remote batch's worth of slabs, plus one
+	 * (stash_max()). */
+	struct slab *_Atomic stash;
+	_Atomic uint32_t stash_n;
+	/* The remote batch (SLQB's rlist): objects of slabs another part
+	 * owns, chained through their free pointers, for one destination. */
+	struct cpu_cache *rdest;        /* the owner they go to, or NULL */
+	void *rhead, *rtail;
+	uint32_t rn;                    /* objects in the batch */
+	uint32_t hiwater;               /* slqb: queue bound; home: remote batch size */
+	uint32_t freebatch;             /* slqb: objects a queue flush moves; remote batch size */
+
+	/* Sheaves. */
+	struct sheaf *main;             /* main (objs/n mirror it) */
+	/* spare, or NULL. Taken by atomic exchange, by the owner (to use it)
+	 * or by another thread taking memory back from an idle owner
+	 * (decay.c). */
+	struct sheaf *_Atomic spare;
+	_Atomic uint32_t spare_n;       /* objects in the sheaf in `spare` (RMW by both) */
+	uint32_t sheaf_cap;             /* the capacity this part runs with */
+
+	/* Taking memory back from idle threads (decay.c): the owner counts its
+	 * slow paths; a pass that finds the count unchanged since the last one
+	 * takes the spare and sets flush_req, which the owner acknowledges on
+	 * its next slow path by giving everything back. */
+	_Atomic uint64_t slow_ops;
+	uint64_t seen_ops;              /* slow_ops at the last pass (cache_mutex) */
+	_Atomic bool flush_req;
+	/* classic: the CPU partial list (frozen slabs, via slab->next), and
+	 * the free objects they held when they were put there (the 2011
+	 * thread's pobjects), bounded by cpu_partial. */
+	struct slab *partial;
+	unsigned partial_free;
+	/* Event counters. Only the owning thread writes them, with relaxed
+	 * load+store (no read-modify-write); readers sum them. */
+	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
+	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
+
+	/* The inbox (SLQB's remote_free): objects other parts freed to slabs
+	 * this part owns, pushed as whole batches by compare-and-swap
+	 * (release: the links written into them before are visible to the
+	 * owner, which takes the whole list by exchange, acquire). On a line
+	 * of its own: remote freers write it, the owner only peeks at it on
+	 * its slow path. */
+	void *_Atomic inbox __attribute__((aligned(CACHE_LINE)));
+} __attribute__((aligned(2 * CACHE_LINE)));
+_Static_assert(offsetof(struct cpu_cache, alloc_fast) == CACHE_LINE, "the fast paths' fields fill the first line");
+
+/* Where every thread's CPU part pointers start: n 0, cap 0, no free list
+ * and no slab, so each fast path falls to its slow path without a NULL
+ * test. Never written. */
+extern struct cpu_cache cpu_empty USLAB_HIDDEN;
+
+/* Make `slab` (or none) the CPU slab of c, with the range the free fast
+ * path checks pointers against. */
+static inline void cpu_set_slab(const struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
+{
+	/* a relaxed atomic store (a plain mov): statistics readers count other
+	 * threads' CPU slabs with a relaxed load; the owner reads it plainly */
+	__atomic_store_n(&c->slab, slab, __ATOMIC_RELAXED);
+	c->slab_base = slab ? (uintptr_t)slab_first(s, slab) : 0;
+	c->slab_span = slab ? (uint32_t)slab->objects * s->size : 0;
+}
+
+/* A free pointer taken from the CPU free list must be NULL or another
+ * object of the CPU slab: anything else is a corrupted free list, caught
+ * before a wild pointer is handed out. */
+static inline bool cpu_next_ok(const struct cpu_cache *c, const void *next)
+{
+	return !next || (uintptr_t)next - c->slab_base < c->slab_span;
+}
+/* Add to a counter of the owner's CPU part: load and store, no RMW. */
+static inline void cpu_count(_Atomic uint64_t *ctr, uint64_t n)
+{
+	atomic_store_explicit(ctr, atomic_load_explicit(ctr, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* Count an event on a CPU part (owner only), or on the cache when there is
+ * no CPU part. */
+static inline void stat_add(struct uslab_cache *s, struct cpu_cache *c, enum uslab_stat_item i, uint64_t n)
+{
+	if (likely(c))
+		cpu_count(&c->stat[i], n);
+	else
+		atomic_fetch_add_explicit(&s->stat_gone[i], n, memory_order_relaxed);
+}
+static inline void stat_inc(struct uslab_cache *s, struct cpu_cache *c, enum uslab_stat_item i)
+{
+	stat_add(s, c, i, 1);
+}
+
+/* main's count: the owner stores it with a relaxed store (a plain mov),
+ * statistics readers load it relaxed. */
+static inline void cpu_set_n(struct cpu_cache *c, uint32_t n)
+{
+	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
+}
+
+/* ---- dispatch.c: the slow paths of every mode --------------------------- */
+/* Every allocation and free that the fast paths do not finish. `caller`:
+ * the return address of the API call, for slub_debug's U and T; `asked`:
+ * the size a kmalloc caller wants (0: the object size), for debug caches. */
+USLAB_HIDDEN void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked);
+USLAB_HIDDEN void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c,
+				 void *caller);
+/* A slow path is about to use part c of s: count it, acknowledge a
+ * take-back request (decay.c), switch modes if sheaf_capacity changed. */
+USLAB_HIDDEN void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c);
+/* Give a CPU part's objects and slabs back (owner, or cache_mutex holder
+ * when the owner cannot be running on this cache): sheaves or classic. */
+USLAB_HIDDEN void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c);
+
+/* ---- sheaf.c: sheaves and the barn ---------------------------------------- */
+/* The allocation/free slow paths of a part in sheaves mode: make room or
+ * objects in main, then do the operation. */
+USLAB_HIDDEN void *sheaf_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x);
+/* Give main and spare back (to the barn if they fit, else the slabs). */
+USLAB_HIDDEN void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn);
+/* Flush every sheaf in the barn to the slabs and free the sheaves. */
+USLAB_HIDDEN void sheaf_flush_barn(struct uslab_cache *s);
+/* Another thread's part: take its spare sheaf (objects to the barn if it is
+ * full and the barn has room, else to the slabs). cache_mutex held, so the
+ * part cannot go away. Returns the objects taken. */
+USLAB_HIDDEN unsigned sheaf_take_spare(struct uslab_cache *s, struct cpu_cache *c);
+/* Set up a part for sheaves of capacity cap (0: none). */
+USLAB_HIDDEN bool sheaf_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned cap);
+USLAB_HIDDEN void sheaf_init_cache(struct uslab_cache *s);
+USLAB_HIDDEN void sheaf_init(void);
+/* bulk through the sheaves (bulk.c calls them for parts in sheaves mode) */
+USLAB_HIDDEN size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+USLAB_HIDDEN void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+
+/* ---- decay.c: memory back to the OS over time, and from idle threads ---- */
+/* Take back what caches hold unused (only: one cache, NULL: all): the
+ * calling thread's sheaves or CPU slabs, other threads' spare sheaves (and
+ * a request for the rest, acknowledged at their next slow path), the
+ * barn, empty slabs. `all`: everything now (shrink, trim); else what was
+ * unused since the last pass. Returns about how many objects and slabs
+ * went back (0: nothing). */
+USLAB_HIDDEN unsigned long mem_take_back(struct uslab_cache *only, bool all);
+/* The same with cache_mutex held (the export's shrink command). */
+USLAB_HIDDEN unsigned long mem_take_back_locked(struct uslab_cache *only, bool all);
+/* One decay pass over every cache, the page allocator and the huge cache;
+ * returns the ms until the next one is due (UINT64_MAX: nothing pending). */
+USLAB_HIDDEN uint64_t mem_decay_pass(void);
+/* The background thread (bgthread.c): sleeping with no deadline, and its
+ * wake-up (registered by it). */
+extern _Atomic bool mem_bg_sleeping USLAB_HIDDEN;
+extern void (*_Atomic mem_bg_wake)(void) USLAB_HIDDEN;
+
+/* ---- classic.c: classic mode ----------------------------------------------- */
+/* Fill c->freelist (CPU slab from CPU partial list, node list or a new
+ * slab); false when no memory can be had. */
+USLAB_HIDDEN bool cpu_slab_refill(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN void *cpu_slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN void cpu_slab_free_slow(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *x);
+/* A free froze a full slab for c: put it on the CPU partial list, draining
+ * the list to the node first if it would hold more than cpu_partial. */
+USLAB_HIDDEN void cpu_slab_put_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab,
+				       unsigned nfree);
+/* Deactivate the CPU slab and unfreeze the CPU partial list. */
+USLAB_HIDDEN void cpu_slab_flush(struct uslab_cache *s, struct cpu_cache *c);
+/* Unfreeze a frozen slab that c gives up, with the chain `freelist` of its
+ * free objects spliced onto its list: listed on the node partial list if
+ * it has free objects, freed if it is empty and the node has min_partial
+ * slabs, else full on no list (SLUB's deactivate_slab). */
+USLAB_HIDDEN void cpu_slab_deactivate(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab,
+				      void *freelist);
+
+/* ---- home.c: home and slqb modes (ownership, remote batches) ----------- */
+/* Set up part c for mode (CPU_HOME or CPU_SLQB), holding nothing. */
+USLAB_HIDDEN void home_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned mode);
+USLAB_HIDDEN void *home_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
+/* A free the inline paths left (x checked, of s, slab d): local, remote,
+ * or slqb's queue. */
+USLAB_HIDDEN void home_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *d, void *x);
+/* Give back everything c holds (owner, or cache_mutex holder for a part
+ * whose thread cannot run on this cache). */
+USLAB_HIDDEN void home_flush_cpu(struct uslab_cache *s, struct cpu_cache *c);
+/* Route what reached the inbox of a part whose thread is gone. cache_mutex held. */
+USLAB_HIDDEN void home_drain_dead(struct uslab_cache *s, struct cpu_cache *c);
+/* Take another part's stash of empty slabs (decay: the part is idle) and
+ * give them back. Returns how many. cache_mutex held. */
+USLAB_HIDDEN unsigned home_take_stash(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN size_t home_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+/* The bulk API's paths for this thread's home part c of s (its mode
+ * checked): as lean as single calls per call, leaner per object. The alloc
+ * returns nr or 0 (nothing allocated, errno set); the free takes the
+ * caller's array as it is (NULLs skipped, every object checked as a
+ * single free would be, misuse reported). */
+USLAB_HIDDEN size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+USLAB_HIDDEN void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t nr, void **objs);
+USLAB_HIDDEN void home_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+
+/* ---- tls.c -------------------------------------------------------- */
+/* What a thread keeps beside its CPU parts. */
+#define CPU_INLINE_SLOTS 64
+#define KMALLOC_CLASSES_MAX 48   /* kmalloc.h's KMALLOC_NR_CLASSES */
+#define KMALLOC_SIZES_MAX 129    /* kmalloc.h's KMALLOC_SMALL_MAX / 8 + 1 */
+struct cpu_thread {
+	struct slab *slots_block;  /* page block holding the slots array, once it outgrew inline */
+	/* The thread's CPU parts by cache id (&cpu_empty where none): what
+	 * cpu_get() looks up. cpu_tls mirrors it for the fast paths, except in
+	 * hardened mode, which sends every operation to the slow paths. */
+	struct cpu_cache **slots;
+	unsigned nslots;
+	/* CPU parts by kmalloc class, and by size / 8 up to the small
+	 * classes' end (&cpu_empty where none): malloc's fast path reaches
+	 * its part with one load from here */
+	struct cpu_cache *kparts[KMALLOC_CLASSES_MAX];
+	struct cpu_cache *ksize[KMALLOC_SIZES_MAX];
+	struct cpu_cache *inline_slots[CPU_INLINE_SLOTS]; /* the first slots, without a page */
+	uint32_t tag;              /* the tag of the slabs it owns (tls.c: unique among live threads) */
+	uint32_t gen;              /* the forks this process had been through when it was made */
+};
+/* The thread's only TLS, initial-exec, so that the fast paths reach their
+ * CPU part with one TLS access and no __tls_get_addr call. Small (112
+ * bytes): a dlopen'ed libuslab.so takes it from glibc's static TLS
+ * reserve. Its initial image points at cpu_empty. */
+#define CPU_TLS_FAST 8
+struct cpu_tls {
+	/* the CPU parts of cache ids below CPU_TLS_FAST, as in slots[]: one
+	 * load less on the fast paths of the first caches made */
+	struct cpu_cache *fast[CPU_TLS_FAST];
+	struct cpu_cache **kparts; /* this thread's CPU parts by kmalloc class */
+	struct cpu_cache **ksize;  /* ... and by size / 8, up to KMALLOC_SMALL_MAX */
+	struct cpu_cache **slots;  /* CPU parts indexed by cache id (&cpu_empty where none) */
+	/* The tag of slabs this thread owns (slab->otag): its cpu_thread's
+	 * while it has one (odd, unique among live threads), else
+	 * CPU_TAG_NONE, which no slab carries (unowned slabs carry 0). */
+	uint32_t tag;
+	unsigned nslots;           /* 0 until the thread's first slow path */
+	uint32_t kf_left;          /* allocations until the next KFENCE sample; 0: off (kfence.h) */
+	bool dead;                 /* exiting: no CPU parts any more */
+	bool creating;             /* setting up the thread: no CPU parts yet */
+	struct cpu_thread *thread;
+};
+#define CPU_TAG_NONE 2U
+static inline uint32_t cpu_thread_tag(const struct cpu_thread *t)
+{
+	return t->tag;
+}
+extern __thread struct cpu_tls cpu_tls USLAB_HIDDEN __attribute__((tls_model("initial-exec")));
+
+/* This thread's CPU part for cache id `id`: never NULL (cpu_empty where
+ * there is none). May be an orphan (c->cache is not the cache) whose
+ * sheaf and free list are empty, so fast paths fall to the slow path. */
+static inline struct cpu_cache *cpu_this_id(unsigned id)
+{
+	if (likely(id < CPU_TLS_FAST))
+		return cpu_tls.fast[id];
+	return likely(id < cpu_tls.nslots) ? cpu_tls.slots[id] : &cpu_empty;
+}
+static inline struct cpu_cache *cpu_this(const struct uslab_cache *s)
+{
+	return cpu_this_id(s->id);
+}
+/* Get or create this thread's CPU part for s; NULL if none can be had. */
+USLAB_HIDDEN struct cpu_cache *cpu_get(struct uslab_cache *s);
+/* This thread's CPU part for s if it has one, else NULL (never creates;
+ * also in hardened mode, where cpu_this() only ever finds cpu_empty). */
+USLAB_HIDDEN struct cpu_cache *cpu_part(struct uslab_cache *s);
+/* Take back every CPU part of s (destroy). cache_mutex held. */
+USLAB_HIDDEN void cpu_orphan_all(struct uslab_cache *s);
+/* Free the parts s kept of exited threads (destroy, once nothing is live). */
+USLAB_HIDDEN void cpu_free_dead(struct uslab_cache *s);
+/* fork.c's child handler: the parts of the threads that did not survive
+ * are settled at the next slow path (cpu_fork_check). */
+USLAB_HIDDEN void cpu_fork_child(void);
+USLAB_HIDDEN void cpu_fork_check(void);
+
+/* Mark c inside a slow path, and out of it (see busy). The release fence
+ * keeps the mark ahead of the changes it covers, for a fork child that
+ * reads it on another CPU's copy; x86 emits nothing for it. */
+static inline void cpu_busy(struct cpu_cache *c)
+{
+	__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_release);
+}
+static inline void cpu_idle(struct cpu_cache *c)
+{
+	__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- the fast paths ------------------------------------------------------ */
+/*
+ * Shared by the cache API and the malloc family; each stays on one screen.
+ * Dependent loads, allocation: this thread's part (TLS, then an index),
+ * its first line, the object (its free pointer). Free: the segment map
+ * bit and the page's head index (in parallel), the descriptor, the owner
+ * part's first line; the object's line is written.
+ */
+#include "kfence.h"
+
+/* Free pointers through the part's copies of the cache's key and offset
+ * (fp_mask() above, without loading the cache). */
+static inline void *cpu_fp_get(const struct cpu_cache *c, void *x)
+{
+	void **where = (void **)((char *)x + c->offset);
+#if USLAB_HARDENED
+	return (void *)((uintptr_t)*where ^ c->fp_key ^ __builtin_bswap64((uintptr_t)where));
+#else
+	return *where;
+#endif
+}
+/* A free's link into x: next, unless x's word already reads as a link
+ * (see FP_NOT_LINK): then nothing is stored and false is returned (the
+ * caller takes its slow path, which gives the verdict). The mask that
+ * decodes the old word encodes the new one. */
+static inline bool cpu_fp_swap(const struct cpu_cache *c, void *x, void *next)
+{
+	void **where = (void **)((char *)x + c->offset);
+#if USLAB_HARDENED
+	uintptr_t mask = c->fp_key ^ __builtin_bswap64((uintptr_t)where);
+	if (unlikely(!(((uintptr_t)*where ^ mask) & FP_NOT_LINK)))
+		return false;
+	*where = (void *)((uintptr_t)next ^ mask);
+#else
+	*where = next;
+#endif
+	return true;
+}
+
+/* An object being handed out: its free-pointer word no longer reads as a
+ * link (0 decodes to noise; see FP_NOT_LINK). */
+static inline void cpu_fp_scrub(const struct cpu_cache *c, void *x)
+{
+	*(void **)((char *)x + c->offset) = NULL;
+}
+
+/* Is off (< 2^32) the offset of one of slab d's objects, by the part's
+ * copy of the stride's multiplier? One multiply gives both the remainder
+ * test (the low half, Lemire's) and the quotient, the object's index (the
+ * high half). */
+static inline bool cpu_offset_ok(const struct cpu_cache *c, const struct slab *d, uintptr_t off)
+{
+	unsigned __int128 m = (unsigned __int128)c->divmagic * off;
+	return (uint64_t)m <= c->divmagic - 1 && (uint64_t)(m >> 64) < d->objects;
+}
+
+/* A free pointer popped off `freelist` that is not NULL nor in the part's
+ * slab: the SLQB queue's (which spans slabs: checked to be an object of
+ * the cache, out of line) or a corrupted list (fatal). Pops x then. */
+USLAB_HIDDEN void *cpu_pop_checked(struct uslab_cache *s, struct cpu_cache *c, void *x, void *next);
+
+/* Pop `freelist` (classic, home, slqb), else main (sheaves): no lock, no
+ * atomic read-modify-write. `asked`: the size a kmalloc caller wants, or
+ * 0; only debug caches, which never get here, and KFENCE use it. */
+static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_cache *s, struct cpu_cache *c,
+								size_t asked, void *caller)
+{
+	void *x = c->freelist;
+	if (unlikely(cpu_tls.kf_left) && --cpu_tls.kf_left == 0)   /* KFENCE sampling on, and due */
+		return kfence_alloc_slow(s, asked, caller);
+	if (likely(x != NULL)) {
+		void *next = cpu_fp_get(c, x);
+		if (unlikely(!cpu_next_ok(c, next)))
+			return cpu_pop_checked(s, c, x, next);   /* a tail call: no frame here */
+		c->freelist = next;
+		cpu_order();
+		cpu_fp_scrub(c, x);
+		cpu_tick(&c->alloc_fast);
+		track_alloc(x, s->object_size);
+		return x;
+	}
+	uint32_t n = c->n;
+	if (likely(n)) {
+		x = c->objs[n - 1];
+		cpu_set_n(c, n - 1);
+		cpu_tick(&c->alloc_pcs);
+		track_alloc(x, s->object_size);
+		return x;
+	}
+	return slab_alloc_slow(s, c, caller, asked);
+}
+
+static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
+{
+	return cpu_alloc_fast(s, cpu_this(s), asked, __builtin_return_address(0));
+}
+
+static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_cache *s)
+{
+	return slab_alloc_fast_sized(s, 0);
+}
+
+/* home_free_fast()'s way out: d is owned by this thread's part (its tag
+ * matched), but the free changes the slab's list, or is misuse. */
+USLAB_HIDDEN void home_free_local(struct slab *d, void *x);
+
+/* Every free the inline paths do not finish (a full sheaf, a remote free,
+ * an SLQB queue push, the transitions of an owned slab, misuse), with x's
+ * descriptor d (any kind). `named`: the cache the caller named, or NULL
+ * (free()). Called last, so that its return address is the API call's
+ * (for slub_debug's call sites and KFENCE reports). */
+USLAB_HIDDEN void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x);
+
+/*
+ * Free of x into a slab this thread owns (home mode: d->otag matched the
+ * thread's tag, so d is a live slab and c its owner, this thread's part):
+ * the current slab's objects onto `freelist`, others onto the slab's own
+ * list, no lock, no atomic. A slab that becomes empty or was full changes
+ * lists: the slow path, as misuse (a boundary, the head of the list).
+ */
+static inline __attribute__((always_inline)) void home_free_fast(struct slab *d, uintptr_t base, void *x)
+{
+	struct cpu_cache *c = atomic_load_explicit(&d->owner, memory_order_relaxed);
+	if (likely(cpu_offset_ok(c, d, (uintptr_t)x - base))) {
+		if (d == c->slab) {
+			if (likely(cpu_fp_swap(c, x, c->freelist))) {
+				track_free(x, c->cache->object_size);
+				cpu_order();
+				c->freelist = x;
+				cpu_tick(&c->free_fast);
+				return;
+			}
+		} else {
+			unsigned used = d->pfree;
+			if (likely(used - 2 < (unsigned)d->objects - 2) && likely(cpu_fp_swap(c, x, d->lfree))) {
+				track_free(x, c->cache->object_size);   /* (used 2 .. objects-1: no list moves) */
+				cpu_order();
+				d->lfree = x;
+				d->pfree = (uint16_t)(used - 1);
+				cpu_tick(&c->free_fast);
+				return;
+			}
+		}
+	}
+	home_free_local(d, x);
+}
+
+/*
+ * Every other live slab's object: push onto main when it has room
+ * (sheaves: any object of the cache; not among the last frees), onto the
+ * CPU free list when x is in the CPU slab (classic: a range and boundary
+ * check, not the list head); else out of line (remote frees of home and
+ * slqb, slqb's queue, full sheaves). d: x's descriptor, kind checked,
+ * its cache checked by the caller; base: its first byte.
+ */
+static inline __attribute__((always_inline)) void slab_free_fast_desc(struct uslab_cache *named, struct slab *d,
+								   uintptr_t base, void *x)
+{
+	struct cpu_cache *c = cpu_this_id(d->cid);
+	uint32_t n = c->n;
+	uintptr_t off = (uintptr_t)x - base;
+	if (likely(n < c->cap)) {
+		if (likely(cpu_offset_ok(c, d, off)) && likely(!sheaf_recent(c->objs, n, x))) {
+			track_free(x, d->cache->object_size);
+			c->objs[n] = x;
+			cpu_order();
+			cpu_set_n(c, n + 1);
+			cpu_tick(&c->free_pcs);
+			return;
+		}
+	} else if (d == c->slab) {
+		if (likely(cpu_offset_ok(c, d, off)) && likely(cpu_fp_swap(c, x, c->freelist))) {
+			track_free(x, d->cache->object_size);
+			cpu_order();
+			c->freelist = x;
+			cpu_tick(&c->free_fast);
+			return;
+		}
+	}
+	cpu_free_other(named, d, x);
+}
+
+/* uslab_cache_free(): x != NULL. The descriptor's cache must be s's root
+ * (else the slow path reports the wrong cache, or takes a KFENCE object). */
+static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_cache *s, void *x)
+{
+	uintptr_t base;
+	struct slab *d = page_obj_lookup(x, &base);
+	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag) && likely(d->cache == s->real)) {
+		home_free_fast(d, base, x);
+		return;
+	}
+	if (likely(page_kind(d) == PK_SLAB) && likely(d->cache == s->real)) {
+		slab_free_fast_desc(s, d, base, x);
+		return;
+	}
+	cpu_free_other(s, d, x);
+}
+
+#endif
