@@ -237,9 +237,9 @@ static struct cpu_thread *thread_create(void)
 	/* pthread_setspecific may calloc (glibc, for keys past the first 32):
 	 * with the malloc family that comes back here; meanwhile this thread
 	 * has no CPU part and takes the CPU-less paths. */
-	tls.creating = true;
+	cpu_tls.creating = true;
 	int err = pthread_setspecific(cpu_key, t);
-	tls.creating = false;
+	cpu_tls.creating = false;
 	if (err) {
 		pthread_mutex_lock(&cache_mutex);
 		tag_put_locked(t->tag);
@@ -375,7 +375,7 @@ static struct cpu_cache *part_get_locked(struct uslab_cache *s)
 struct cpu_cache *cpu_get(struct uslab_cache *s)
 {
 	struct cpu_thread *t = cpu_tls.thread;
-	if (cpu_tls.dead || tls.creating || s->internal || s->debug)
+	if (cpu_tls.dead || cpu_tls.creating || s->internal || s->debug)
 		return NULL;
 	cpu_fork_check();
 	if (!t && !(t = thread_create()))
