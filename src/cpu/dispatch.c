@@ -175,6 +175,8 @@ void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 	case CPU_SLQB:    home_flush_cpu(s, c); break;
 	default:          break;
 	}
+	if (c->mode != CPU_HOME && c->mode != CPU_SLQB)
+		home_flush_cpu(s, c);   /* its inbox: batches from freers that saw it in home mode */
 	c->mode = CPU_NR_MODES;   /* set up again at its next slow path */
 }
 

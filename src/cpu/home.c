@@ -391,7 +391,9 @@ static unsigned route_chain(struct uslab_cache *s, struct cpu_cache *c, void *p)
 	while (p) {
 		void *next = get_freepointer(s, p);
 		total++;
-		if ((uintptr_t)p - base < span) {   /* (on a boundary: checked below) */
+		if ((uintptr_t)p - base < span) {
+			if (unlikely(!slab_obj_valid(s, d, p)))   /* off a boundary */
+				slab_bad_freelist(s, p, next);
 			set_freepointer(s, p, head);
 			head = p;
 			n++;
@@ -401,7 +403,9 @@ static unsigned route_chain(struct uslab_cache *s, struct cpu_cache *c, void *p)
 			n = 0;
 			base = span = 0;
 			d = page_obj_lookup(p, &base);
-			if (unlikely(page_kind(d) != PK_SLAB || d->cache != s))
+			/* checked before it is routed: a routed object may empty its
+			 * slab, whose descriptor another thread may then reuse */
+			if (unlikely(page_kind(d) != PK_SLAB || d->cache != s || !slab_obj_valid(s, d, p)))
 				slab_bad_freelist(s, p, next);   /* an inbox link that leads out of the cache */
 			if (c && atomic_load_explicit(&d->owner, memory_order_relaxed) == c &&
 			    __atomic_load_n(&c->thread, __ATOMIC_RELAXED)) {
@@ -414,8 +418,6 @@ static unsigned route_chain(struct uslab_cache *s, struct cpu_cache *c, void *p)
 				route(s, c, d, p);
 			}
 		}
-		if (unlikely(!slab_obj_valid(s, d, p)))
-			slab_bad_freelist(s, p, next);
 		p = next;
 	}
 	if (n)
@@ -710,8 +712,12 @@ void home_free_local(struct slab *d, void *x)
  * nothing; its next slow path starts afresh. */
 void home_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
-	if (c->mode < CPU_HOME)
+	if (c->mode != CPU_HOME && c->mode != CPU_SLQB) {
+		/* another mode now: remote freers that saw it in home mode may
+		 * still have sent it batches; each object goes to its slab */
+		claim_inbox(s, c, NULL);
 		return;
+	}
 	if (is_slqb(c) && c->freelist)
 		queue_flush(s, c, UINT64_MAX);
 	claim_inbox(s, c, c);
@@ -729,9 +735,11 @@ void home_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 			disown(s, c, d);
 		}
 	}
-	/* objects pushed by freers that read the old owners meanwhile */
+	/* objects pushed by freers that read the old owners meanwhile; a
+	 * batch to a part whose thread is gone is routed again, and may
+	 * leave objects in c's batch for others */
 	claim_inbox(s, c, c);
-	if (c->rn)
+	while (c->rn)
 		rbatch_flush(s, c);
 }
 
