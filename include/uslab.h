@@ -161,13 +161,36 @@ USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
 #define USLAB_CPU_SHEAVES 1  /* "sheaves": per-CPU object arrays and a barn (SLUB+Q 2010, Linux 7.0) */
 #define USLAB_CPU_HOME    2  /* "home": owned slabs, remote frees batched home (the default) */
 #define USLAB_CPU_SLQB    3  /* "slqb": SLQB as compared in 2009: home's slabs and a LIFO object queue */
+#define USLAB_CPU_SLAB    4  /* "slab": the kernel's SLAB (mm/slab.c): per-CPU arrays (limit,
+                              * batchcount), a shared array, three slab lists, index free lists,
+                              * colouring, a periodic reap */
 
 /*
  * Tunables, at run time, as the kernel's /sys/kernel/slab/<cache>/ files:
  *   "cpu_mode"     the per-CPU layer (USLAB_CPU_*). Each thread switches at
  *                  its next allocation slow path, giving back what it held
  *                  in the old mode. Debug caches have no per-CPU layer and
- *                  take only USLAB_CPU_CLASSIC;
+ *                  take only USLAB_CPU_CLASSIC. USLAB_CPU_SLAB lays slabs
+ *                  out its own way (an index free list at the slab's end,
+ *                  coloured object offsets): a slab keeps the layout it was
+ *                  made with for its whole life and is only ever freed
+ *                  through its own layout's paths, so the mode can be
+ *                  changed at any time, in both directions; slabs of the
+ *                  other layout go on serving the frees of their objects
+ *                  and are given back as they empty (a cache changed with
+ *                  no slabs, as at creation through USLAB_OPTIONS, has
+ *                  only the new layout's);
+ *   "limit", "batchcount", "sharedfactor"  slab mode, as the kernel's
+ *                  /proc/slabinfo tunables: objects each thread's array
+ *                  holds (1..508), objects a refill or flush moves
+ *                  (1..limit; a limit set below it lowers it to
+ *                  (limit + 1) / 2), and batches the shared array holds
+ *                  (0..1024; 0: none). Defaults as the kernel's
+ *                  enable_cpucache(): limit 120 for objects up to 256
+ *                  bytes, 54 up to 1024, 24 up to a page, 8 up to 128 KiB,
+ *                  1 above; batchcount (limit + 1) / 2; sharedfactor 8 for
+ *                  objects up to a page when there are several CPUs.
+ *                  Threads take a new limit at their next slow path;
  *   "freebatch"    home, slqb: objects a thread gathers for another
  *                  thread's slabs before it sends them in one batch; slqb:
  *                  also the objects a queue flush moves (1..65535; SLQB's
@@ -281,7 +304,8 @@ USLAB_API size_t uslab_cache_size(const struct uslab_cache *cache);
 	X(FLUSH_FREE_LIST,       "SLQB: object queue above hiwater flushed") \
 	X(FLUSH_FREE_LIST_OBJECTS, "SLQB: objects flushed from the queue to their slabs or owners") \
 	X(SLAB_OWN,              "slab taken by a CPU part to own (node list or new)") \
-	X(SLAB_DISOWN,           "slab given up by its owner (to the node list, or freed)")
+	X(SLAB_DISOWN,           "slab given up by its owner (to the node list, or freed)") \
+	X(REAP,                  "slab mode: objects the periodic reap drained from idle arrays")
 
 enum uslab_stat_item {
 #define USLAB_X_ENUM(n, d) USLAB_STAT_##n,
@@ -421,7 +445,9 @@ USLAB_API int uslab_process_get_info(struct uslab_process_info *info);
  *    merged cache ("alias NAME -> CACHE") and a process summary line.
  *  USLAB_STATS_SLABINFO: the header and rows of /proc/slabinfo 2.1, in the
  *    kernel's column format (SLUB values: tunables 0 0 0, active_slabs =
- *    num_slabs); white space in names is printed as '_' so that readers that
+ *    num_slabs; a cache in slab mode as the kernel's SLAB: its limit,
+ *    batchcount and sharedfactor, free slabs not active, the shared
+ *    array's objects as sharedavail); white space in names is printed as '_' so that readers that
  *    split on white space keep working.
  *  USLAB_STATS_JSON: {"version":1,"process":{...},"caches":[{...,"events":
  *    {"ALLOC_FASTPATH":n,...}}],"aliases":[{"name":..,"alias_of":..}]}.

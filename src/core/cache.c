@@ -100,7 +100,7 @@ static unsigned calculate_order(unsigned size, unsigned floor_order)
 	 * blocks: 17 % of allocations on the slow path with the kernel's 12
 	 * objects here, 6.5 % with 32, 2.4 % with 64). 32, as the kernel's own
 	 * formula gives on 64 CPUs; mimalloc's pages hold 64 KiB. */
-	if (!opt.min_objects && default_cpu_mode() >= CPU_HOME)
+	if (!opt.min_objects && (default_cpu_mode() == CPU_HOME || default_cpu_mode() == CPU_SLQB))
 		min_objects = MAX(min_objects, 32U);
 	min_objects = MIN(min_objects, MAX(order_objects(max_order, size), 1U));
 	unsigned min_order = MAX(MAX(opt.min_order, floor_order), get_order((size_t)min_objects * size));
@@ -196,6 +196,9 @@ static void cache_tunables(struct uslab_cache *s)
 	TUNE_SET(s, hiwater, TUNE(s, freebatch) << 2);
 	TUNE_SET(s, barn_full_max, opt.barn_full >= 0 ? (unsigned)opt.barn_full : 10U);
 	TUNE_SET(s, barn_empty_max, opt.barn_empty >= 0 ? (unsigned)opt.barn_empty : 10U);
+	/* slab mode: its slabs' layout and enable_cpucache()'s defaults */
+	array_init_cache(s);
+	array_default_tunables(s);
 }
 
 static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(void *))
@@ -427,7 +430,10 @@ size_t uslab_cache_size(const struct uslab_cache *s) { return s->object_size; }
 	X("barn_full",      barn_full_max,  BARN_MAX_SHEAVES) \
 	X("barn_empty",     barn_empty_max, BARN_MAX_SHEAVES) \
 	X("cpu_partial",    cpu_partial,    65535) \
-	X("min_partial",    min_partial,    1024)
+	X("min_partial",    min_partial,    1024) \
+	X("limit",          limit,          SHEAF_MAX_CAPACITY) \
+	X("batchcount",     batchcount,     SHEAF_MAX_CAPACITY) \
+	X("sharedfactor",   sharedfactor,   BARN_MAX_SHEAVES)
 
 bool cache_tune_known(const char *name, size_t n)
 {
@@ -444,6 +450,7 @@ int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v)
 		if (v < s->min_order || v > PAGE_MAX_ORDER)
 			return -1;
 		set_order(s, (unsigned)v);
+		array_set_order(s, (unsigned)v);   /* slab mode's new slabs too */
 		return 0;
 	}
 	if (!strcmp(name, "sheaf_capacity") && v && s->debug)
@@ -451,6 +458,15 @@ int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v)
 	if (!strcmp(name, "cpu_mode") && v && s->debug)
 		return -1;   /* debug caches keep no objects per CPU */
 	if (!strcmp(name, "freebatch") && !v)
+		return -1;
+	/* slab mode's array: the kernel's do_tune_cpucache() rules (limit and
+	 * batchcount at least 1, batchcount at most limit); a limit below
+	 * the batchcount lowers it as enable_cpucache() would */
+	if (!strcmp(name, "limit") && v >= 1 && v <= SHEAF_MAX_CAPACITY && TUNE(s, batchcount) > v)
+		TUNE_SET(s, batchcount, (unsigned)(v + 1) / 2);
+	if (!strcmp(name, "limit") && !v)
+		return -1;
+	if (!strcmp(name, "batchcount") && (!v || v > TUNE(s, limit)))
 		return -1;
 	/* as before there were other modes: a sheaf capacity selects sheaves,
 	 * 0 classic mode */
@@ -483,7 +499,10 @@ int uslab_cache_tune_get(struct uslab_cache *s, const char *name, unsigned long 
 		goto inval;
 	s = cache_root(s);
 	if (!strcmp(name, "order")) {
-		*value = oo_order(cache_oo(s));
+		unsigned o = oo_order(cache_oo(s)), objs;
+		if (cache_cpu_mode(s) == CPU_SLAB)
+			array_slab_shape(s, &o, &objs);   /* what new slabs get in slab mode */
+		*value = o;
 		return 0;
 	}
 #define X(nm, field, hi) \

@@ -56,11 +56,13 @@ struct slab {
 	union {
 		uint64_t free_time;     /* free block: when freed (ms, os_now_ms) */
 		void *lfree;            /* owned slab: the owner's private free list (obfuscated links),
-		                         * objects it freed while the slab was not its current one */
+		                         * objects it freed while the slab was not its current one;
+		                         * SLAB-format slab: its off-slab index list, or NULL */
 	};
 	/* The owner's thread tag, 0 if none: what the free fast path compares
 	 * with cpu_tls.tag, equal only for a live slab owned by the calling
-	 * thread (so it stands for the kind check there too). */
+	 * thread (so it stands for the kind check there too). SLAB_TAG_ARRAY
+	 * (slab.h; even, never a thread's): a SLAB-format slab, nobody's. */
 	_Atomic uint32_t otag;
 	uint16_t objects;           /* slab: object slots */
 	_Atomic uint8_t kind;       /* head: enum page_kind; atomic: the page allocator reads a
@@ -73,6 +75,9 @@ struct slab {
 	                             * out (not on lfree nor its free list), owner only */
 	uint16_t cid;               /* slab: its cache's id, so that free() reaches the CPU part
 	                             * without loading the cache first */
+	uint16_t colour;            /* slab: bytes before its first object (a SLAB-format slab's
+	                             * colour, cpu/array.c; 0 for every other slab): on the line the
+	                             * free fast path loads anyway */
 } __attribute__((aligned(CACHE_LINE)));
 _Static_assert(sizeof(struct slab) == CACHE_LINE, "one descriptor per cache line");
 _Static_assert((SEG_PAGES - 1) * CACHE_LINE <= UINT16_MAX, "head[] holds descriptor offsets");

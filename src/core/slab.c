@@ -9,11 +9,14 @@
  * Lock order and what protects what (after mm/slub.c):
  *
  *   cache_mutex (cache.c)       cache list, ids, CPU-part lists, folding stats
- *     node->list_lock           node partial list, nr_partial, slab->on_node
+ *     node->list_lock           node partial list, nr_partial, slab->on_node;
+ *                               slab mode's full/partial/free lists and their
+ *                               slabs' inuse, bitmaps and index lists
+ *                               (cpu/array.c), one node's at a time
  *       slab->fc CAS            a slab's free list, inuse and frozen together
  *         page lock (page.c)    free page blocks, segments
- *   node->barn.lock (sheaf.c)   the barn's sheaf lists: a leaf, never held
- *                               with any other
+ *   node->barn.lock (sheaf.c)   the barn's sheaf lists (slab mode's shared
+ *                               array too): a leaf, never held with any other
  *
  * No lock is held across a call into the page allocator's OS layer; the
  * page lock itself is dropped before the OS is asked for a segment.
@@ -31,6 +34,14 @@
  * for unfrozen slabs; a free that changes no list is one CAS and no lock.
  * The lock is taken before the CAS, so that a refill (which takes listed
  * slabs' lists under the lock) never races with a discard.
+ *
+ * SLAB-format slabs (slab mode, cpu/array.c: otag SLAB_TAG_ARRAY) are on
+ * none of the lists here, never frozen nor owned; their words change only
+ * under the node lock (plain relaxed stores of inuse). Every path here
+ * that gives objects back to their slab (slab_free_chain,
+ * slab_free_objects) sends a SLAB-format slab's objects to array.c, so
+ * that parts of other modes (a mode change in progress, a thread without
+ * a part) free them right; allocation here never takes one.
  *
  * Memory ordering: the fc CAS is acq_rel. A releasing CAS publishes the
  * free pointers written into objects before it; the acquiring CAS that
@@ -247,6 +258,7 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 	struct slab *slab = alloc_slab_pages(s, c, &objects);
 	if (!slab)
 		return NULL;
+	slab->colour = 0;
 	char *first = slab_first(s, slab);
 	slab->cache = s;
 	slab->cid = (uint16_t)s->id;
@@ -314,8 +326,48 @@ void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 	atomic_fetch_sub_explicit(&s->node.total_objects, slab->objects, memory_order_relaxed);
 	stat_inc(s, c, USLAB_STAT_FREE_SLAB);
 	page_set_kind(slab, PK_BUSY);
+	if (slab_is_array(slab)) {   /* the block's next use starts unmarked */
+		atomic_fetch_sub_explicit(&s->array.nr_slabs, 1, memory_order_relaxed);
+		atomic_store_explicit(&slab->otag, 0, memory_order_relaxed);
+		slab->colour = 0;
+	}
 	track_release(slab_base(slab), PAGE_SIZE << slab->order);
 	page_free(slab);
+}
+
+struct slab *slab_new_array(struct uslab_cache *s, struct cpu_cache *c, unsigned order, unsigned objects,
+			    unsigned colour)
+{
+	struct slab *slab = page_alloc(order);
+	if (!slab)
+		return NULL;
+	slab->colour = (uint16_t)colour;
+	char *first = slab_first(s, slab);
+	slab->cache = s;
+	slab->cid = (uint16_t)s->id;
+	slab->objects = (uint16_t)objects;
+	slab->on_node = 0;
+	slab->next = slab->prev = NULL;
+	slab->lfree = NULL;
+	slab->pfree = 0;
+	atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
+	atomic_store_explicit(&slab->otag, SLAB_TAG_ARRAY, memory_order_relaxed);
+	atomic_store_explicit(&slab->fc, fc_make(NULL, 0, false), memory_order_relaxed);
+	if (s->ctor)
+		for (unsigned i = 0; i < objects; i++)
+			s->ctor(first + (size_t)i * s->size);
+	for (unsigned i = 0; USLAB_TRACKED && i < objects; i++)
+		track_new(first + (size_t)i * s->size, s->object_size);
+	atomic_fetch_add_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->node.total_objects, objects, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->array.nr_slabs, 1, memory_order_relaxed);
+	stat_inc(s, c, USLAB_STAT_ALLOC_SLAB);
+	return slab;
+}
+
+void slab_publish(struct slab *slab)
+{
+	page_set_kind(slab, PK_SLAB);   /* release: a walker that sees the kind sees the fields */
 }
 
 /* ---- taking objects in bulk (sheaf refills, bulk allocation) ----------- */
@@ -521,6 +573,10 @@ static void free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head, void *tail,
 		     unsigned cnt, bool freeze)
 {
+	if (unlikely(slab_is_array(slab))) {   /* its index list: array.c */
+		array_free_chain(s, c, slab, head, cnt);
+		return;
+	}
 	struct lockhold h = { 0 };
 	free_chain(s, c, slab, head, tail, cnt, freeze, &h);
 	hold_release(s, c, &h);
@@ -574,6 +630,15 @@ void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *
 	for (unsigned i = 0; i < n;) {
 		void *x = objs[i];
 		struct slab *slab = page_obj_slab(x);
+		if (unlikely(slab_is_array(slab))) {   /* a run of SLAB-format slabs' objects: array.c */
+			unsigned j = i + 1;
+			while (j < n && slab_is_array(page_obj_slab(objs[j])))
+				j++;
+			hold_release(s, c, &h);   /* (it takes the node lock itself) */
+			array_free_objs(s, c, objs + i, j - i);
+			i = j;
+			continue;
+		}
 		uintptr_t base = (uintptr_t)page_address(slab), span = (uintptr_t)slab->objects * s->size;
 		unsigned j = i;
 		do {
@@ -670,6 +735,13 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 	void *x;
 	if (s->debug)
 		return slab_debug_alloc(s, NULL, USLAB_STAT_ALLOC_SLOWPATH, 0);
+	if (cache_cpu_mode(s) == CPU_SLAB) {   /* from its own slab lists (counted there) */
+		x = array_alloc_nocpu(s);
+		if (!x)
+			return NULL;
+		track_alloc(x, s->object_size);
+		return slab_hand_out(s, x);
+	}
 	if (!slab_take_objects(s, NULL, &x, 1)) {
 		stat_inc(s, NULL, USLAB_STAT_ALLOC_FAILED);
 		errno = ENOMEM;
@@ -827,7 +899,7 @@ unsigned long slab_shrink_node(struct uslab_cache *s)
 		slab_discard(s, NULL, slab);
 		freed++;
 	}
-	return freed;
+	return freed + array_shrink(s);
 }
 
 unsigned long slab_count_live(struct uslab_cache *s)
@@ -841,6 +913,7 @@ unsigned long slab_count_live(struct uslab_cache *s)
 		unsigned inuse = fc_inuse(atomic_load_explicit(&slab->fc, memory_order_acquire));
 		live -= slab->objects - inuse;
 	}
+	live -= (long)array_free_objects_locked(s);   /* SLAB-format slabs' free objects */
 	slab_node_unlock(s);
 	return live > 0 ? (unsigned long)live : 0;
 }

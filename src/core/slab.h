@@ -107,6 +107,56 @@ struct barn {
 	unsigned long seen_gets;              /* gets at the last decay pass (cache_mutex) */
 };
 
+/* ---- SLAB mode's part of a cache (cpu/array.c) ------------------------- */
+/*
+ * SLAB-format slabs (made in slab mode; marked by otag SLAB_TAG_ARRAY,
+ * which is no thread's tag) keep their free objects as an array of object
+ * indices at the slab's end, or off the slab for objects of 128 bytes and
+ * more when that saves an object (slab->lfree points there; the kernel's
+ * freelist_idx_t array, "bufctl", and its OFF_SLAB caches):
+ * entries [inuse, objects) are the free objects' indices, so allocation
+ * and free never write into an object. A bitmap before it has a bit per
+ * object, set while the object is out of the slab (the double-free check
+ * the kernel's SLAB did not have). The first object sits at a colour
+ * offset (slab->colour): consecutive slabs start at different cache-line
+ * offsets. inuse is kept in the slab word's inuse field (free list 0,
+ * never frozen), so the core's readers of the word (validate, count_live)
+ * read SLAB slabs right.
+ */
+#define SLAB_TAG_ARRAY 4U   /* slab->otag of a SLAB-format slab: even, so no thread's (tls.c: odd) */
+#define ARRAY_NR_NODES 1    /* nodes the lists exist for (one: user space has no NUMA placement yet) */
+
+struct slab_list {
+	struct slab *head, *tail;   /* doubly linked through slab->next/prev */
+};
+
+struct array_node {
+	/* The layout of new SLAB-format slabs, in one word (array.c packs
+	 * it: order, objects, colour step and count, off-slab index list) so
+	 * that the "order" tunable changes it at once; a slab's own layout
+	 * follows from its descriptor (order, objects, slab->lfree). */
+	_Atomic uint64_t layout;
+	/* The next slab's colour (n->colour_next): fetch-and-add, taken
+	 * modulo colours, so that growers need no lock. */
+	_Atomic unsigned colour_next;
+	/* node.list_lock protects the lists, each listed slab's next/prev,
+	 * inuse (the word, stored relaxed under the lock) and bitmap and
+	 * index array, free_touched; the counts are written under it and
+	 * peeked without. Which list a slab is on follows from its inuse:
+	 * objects (full), 0 (free), else partial (as the kernel's). */
+	struct slab_list full, partial, free;
+	_Atomic unsigned long nr_full, nr_partial, nr_free;
+	_Atomic unsigned long free_objects;   /* free objects in listed slabs */
+	_Atomic long nr_slabs;                /* SLAB-format slabs that exist */
+	bool free_touched;                    /* a refill took a free slab since the last reap */
+	/* The node reap (cache_reap's node part): due at next_reap (ms),
+	 * claimed by compare-and-swap; reap_gets: the barn's gets then
+	 * (written by the claimer; atomic, as claims follow one another
+	 * without a lock). */
+	_Atomic uint64_t next_reap;
+	_Atomic unsigned long reap_gets;
+};
+
 struct node {
 	/* list_lock protects: the partial list, nr_partial, slab->on_node and
 	 * slab->next/prev of listed slabs. Taken before any slab CAS (lock
@@ -138,8 +188,12 @@ struct node {
  *                mimalloc's pages): home.c.
  *   CPU_SLQB     SLQB as compared in 2009: the same ownership plus a LIFO
  *                object queue bounded by hiwater: home.c.
+ *   CPU_SLAB     the kernel's SLAB: per-CPU arrays (sheaves of `limit`
+ *                objects), a shared array (the barn), full/partial/free
+ *                slab lists of its own, index free lists, colouring, a
+ *                periodic reap: array.c.
  */
-enum cpu_mode { CPU_CLASSIC = 0, CPU_SHEAVES = 1, CPU_HOME = 2, CPU_SLQB = 3, CPU_NR_MODES };
+enum cpu_mode { CPU_CLASSIC = 0, CPU_SHEAVES = 1, CPU_HOME = 2, CPU_SLQB = 3, CPU_SLAB = 4, CPU_NR_MODES };
 #define CPU_MODE_DEFAULT CPU_HOME   /* chosen by measurement: README, "Choosing the default" */
 
 /* ---- a cache (kmem_cache) ---------------------------------------------- */
@@ -181,8 +235,12 @@ struct uslab_cache {
 	_Atomic unsigned long min_partial;  /* empty slabs kept on the node list */
 	_Atomic unsigned freebatch;         /* home, slqb: remote batch size; slqb: objects a queue flush moves */
 	_Atomic unsigned hiwater;           /* slqb: objects the queue holds before a flush */
+	_Atomic unsigned limit;             /* slab: objects a thread's array holds */
+	_Atomic unsigned batchcount;        /* slab: objects a refill or flush moves */
+	_Atomic unsigned sharedfactor;      /* slab: batches the shared array (the barn) holds */
 
 	struct node node;
+	struct array_node array;               /* slab mode (cpu/array.c) */
 	struct cpu_cache *cpu_list;            /* CPU parts of live threads (cache_mutex) */
 	/* Parts whose threads exited (cache_mutex): kept, not freed, because a
 	 * remote freer may still push to one's inbox (home.c); the next
@@ -283,20 +341,31 @@ static inline void set_freepointer(const struct uslab_cache *s, void *obj, void 
 USLAB_HIDDEN void fp_double_free(struct uslab_cache *s, struct slab *slab, void *x);
 /* A free of x (an object of s, slab its descriptor) that is about to write
  * x's free pointer: reported (fatal) if x is free already. */
+static inline bool slab_is_array(const struct slab *slab);
 static inline void fp_check_free(struct uslab_cache *s, struct slab *slab, void *x)
 {
 #if USLAB_HARDENED
-	if (unlikely(!((uintptr_t)get_freepointer(s, x) & FP_NOT_LINK)))
+	/* (SLAB-format slabs: objects carry no link, a stale word from the
+	 * page's past could read as one; their index lists check instead) */
+	if (unlikely(!((uintptr_t)get_freepointer(s, x) & FP_NOT_LINK)) && !slab_is_array(slab))
 		fp_double_free(s, slab, x);   /* returns if it was noise */
 #else
 	(void)s, (void)slab, (void)x;
 #endif
 }
 static inline void *slab_base(const struct slab *slab) { return page_address(slab); }
-/* The first object of a slab: after the left red zone of debug caches. */
+/* Is slab a SLAB-format slab (made in slab mode, cpu/array.c)? Set before
+ * the slab is published and never changed while it lives: a relaxed load. */
+static inline bool slab_is_array(const struct slab *slab)
+{
+	return atomic_load_explicit(&slab->otag, memory_order_relaxed) == SLAB_TAG_ARRAY;
+}
+
+/* The first object of a slab: after the left red zone of debug caches, or
+ * at a SLAB-format slab's colour offset (0 for every other slab). */
 static inline char *slab_first(const struct uslab_cache *s, const struct slab *slab)
 {
-	return (char *)page_address(slab) + s->red_left_pad;
+	return (char *)page_address(slab) + s->red_left_pad + slab->colour;
 }
 
 /* Is `off` (< 2^32) a multiple of the object stride? One multiply (Lemire's
@@ -318,7 +387,7 @@ static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab
  * object boundary, all from the descriptor's line and s's first line. */
 static inline bool slab_owns(const struct uslab_cache *s, const struct slab *slab, const void *x)
 {
-	uintptr_t off = (uintptr_t)x - (uintptr_t)page_address(slab);
+	uintptr_t off = (uintptr_t)x - (uintptr_t)page_address(slab) - slab->colour;
 	return likely(slab->cache == s) && likely(page_kind(slab) == PK_SLAB) &&
 	       likely(off < (uintptr_t)slab->objects * s->size) && likely(obj_offset_ok(s, off));
 }
@@ -394,6 +463,14 @@ USLAB_HIDDEN void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, st
  * list in the slab (inuse 0). */
 USLAB_HIDDEN struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain);
 USLAB_HIDDEN void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab);
+/* A SLAB-format slab (cpu/array.c): `objects` objects at byte `colour` of
+ * a block of 2^order pages, constructed, counted, marked SLAB_TAG_ARRAY,
+ * inuse 0; not yet published: the caller sets up its index list, then
+ * slab_publish(). NULL (errno ENOMEM) if no pages. */
+USLAB_HIDDEN struct slab *slab_new_array(struct uslab_cache *s, struct cpu_cache *c, unsigned order,
+					 unsigned objects, unsigned colour);
+/* From here on, lookups of the slab's pages find a slab. */
+USLAB_HIDDEN void slab_publish(struct slab *slab);
 /* node partial list; list_lock held */
 USLAB_HIDDEN void add_partial_locked(struct node *n, struct slab *slab, bool tail);
 USLAB_HIDDEN void remove_partial_locked(struct node *n, struct slab *slab);

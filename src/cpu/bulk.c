@@ -17,6 +17,9 @@
  * free would: to its owned slab, into the remote batch (one atomic per
  * batch), or onto the queue.
  *
+ * Slab mode (array.c): as sheaves, through the thread's array: popped and
+ * pushed there, refilled and flushed a batch at a time.
+ *
  * Debug caches and threads without a CPU part go one object at a time.
  * Allocation is all or nothing; every freed object gets the checks of a
  * single free, and the caller's array is left as it was.
@@ -127,6 +130,7 @@ static NOINLINE size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void
 	switch (c->mode) {
 	case CPU_SHEAVES: got = sheaf_alloc_bulk(s, c, nr, objs); break;
 	case CPU_CLASSIC: got = classic_alloc_bulk(s, c, nr, objs); break;
+	case CPU_SLAB:    got = array_alloc_bulk(s, c, nr, objs); break;
 	default:          got = home_alloc_bulk(s, c, nr, objs); break;
 	}
 	cpu_idle(c);
@@ -235,7 +239,7 @@ static NOINLINE void free_bulk_general(struct uslab_cache *named, struct uslab_c
 			}
 			if (unlikely(opt.hardened) && !live_clear(x))
 				slab_bad_free(named, slab, x, "double free");
-			if (!s->debug && (!c || c->mode == CPU_SHEAVES))
+			if (!s->debug && (!c || c->mode == CPU_SHEAVES || c->mode == CPU_SLAB))
 				fp_check_free(s, slab, x);   /* (the other modes check as they link it) */
 			if (!c) {
 				if (s->debug) {   /* through every debug check, which counts it */
@@ -255,6 +259,7 @@ static NOINLINE void free_bulk_general(struct uslab_cache *named, struct uslab_c
 		switch (c->mode) {
 		case CPU_SHEAVES: sheaf_free_bulk(s, c, k, chunk); break;
 		case CPU_CLASSIC: classic_free_bulk(s, c, k, chunk); break;
+		case CPU_SLAB:    array_free_bulk(s, c, k, chunk); break;
 		default:          home_free_bulk(s, c, k, chunk); break;
 		}
 		freed += k;

@@ -96,13 +96,18 @@ struct cpu_cache {
 	uint32_t freebatch;             /* slqb: objects a queue flush moves; remote batch size */
 
 	/* Sheaves. */
-	struct sheaf *main;             /* main (objs/n mirror it) */
+	struct sheaf *main;             /* main (objs/n mirror it); slab mode: the array cache */
 	/* spare, or NULL. Taken by atomic exchange, by the owner (to use it)
 	 * or by another thread taking memory back from an idle owner
 	 * (decay.c). */
 	struct sheaf *_Atomic spare;
 	_Atomic uint32_t spare_n;       /* objects in the sheaf in `spare` (RMW by both) */
-	uint32_t sheaf_cap;             /* the capacity this part runs with */
+	uint32_t sheaf_cap;             /* the capacity this part runs with (slab mode: its limit) */
+	/* Slab mode (array.c): when this part's array is next looked at by
+	 * the reap (ms), and its allocations counted then; no allocation
+	 * since is the kernel's "not touched" (owner only). */
+	uint64_t reap_next;
+	uint64_t reap_allocs;
 
 	/* Taking memory back from idle threads (decay.c): the owner counts its
 	 * slow paths; a pass that finds the count unchanged since the last one
@@ -278,6 +283,44 @@ USLAB_HIDDEN size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache
 USLAB_HIDDEN void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t nr, void **objs);
 USLAB_HIDDEN void home_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
 
+/* ---- array.c: slab mode (the kernel's SLAB) ------------------------------ */
+/* Set up part c for slab mode (an array of `limit` objects), holding nothing. */
+USLAB_HIDDEN void array_setup_cpu(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN void *array_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
+/* A free the inline path left (x checked, an object of s): the array is
+ * full (flushed by a batch), or x is among its last frees (reported). */
+USLAB_HIDDEN void array_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x);
+/* Give back what c holds (owner, or cache_mutex holder for a part whose
+ * thread cannot run on this cache). */
+USLAB_HIDDEN void array_flush_cpu(struct uslab_cache *s, struct cpu_cache *c);
+USLAB_HIDDEN size_t array_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+USLAB_HIDDEN void array_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+/* One object without a CPU part (exiting threads, no memory for a part). */
+USLAB_HIDDEN void *array_alloc_nocpu(struct uslab_cache *s);
+/* Free objs[0..n) (checked objects of s, of any slab layout): SLAB-format
+ * ones to their slabs' index lists (one node lock hold per chunk), others
+ * through slab_free_objects(). c may be NULL. */
+USLAB_HIDDEN void array_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, unsigned n);
+/* The chain head..tail of cnt objects of SLAB-format slab (links through
+ * free pointers, written by the caller: a remote batch, a queue). */
+USLAB_HIDDEN void array_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
+				   unsigned cnt);
+/* The layout of the cache's SLAB-format slabs (cache creation), or with
+ * the "order" tunable's order; and the order and objects new ones get. */
+USLAB_HIDDEN void array_init_cache(struct uslab_cache *s);
+USLAB_HIDDEN void array_set_order(struct uslab_cache *s, unsigned order);
+USLAB_HIDDEN void array_slab_shape(const struct uslab_cache *s, unsigned *order, unsigned *objects);
+/* The kernel's enable_cpucache() defaults: limit, batchcount, sharedfactor. */
+USLAB_HIDDEN void array_default_tunables(struct uslab_cache *s);
+/* The node reap (drain part of an untouched shared array, free slabs
+ * beyond the free limit) when due, or, with `all`, every free slab now.
+ * Returns true if something is left that a later reap may take. */
+USLAB_HIDDEN bool array_reap(struct uslab_cache *s, bool all);
+/* Free every free SLAB-format slab (shrink, destroy); returns how many. */
+USLAB_HIDDEN unsigned long array_shrink(struct uslab_cache *s);
+/* Free objects in listed SLAB-format slabs (count_live); node lock held. */
+USLAB_HIDDEN unsigned long array_free_objects_locked(struct uslab_cache *s);
+
 /* ---- tls.c -------------------------------------------------------- */
 /* What a thread keeps beside its CPU parts. */
 #define CPU_INLINE_SLOTS 64
@@ -322,6 +365,7 @@ struct cpu_tls {
 	struct cpu_thread *thread;
 };
 #define CPU_TAG_NONE 2U
+_Static_assert(CPU_TAG_NONE != SLAB_TAG_ARRAY && !(SLAB_TAG_ARRAY & 1), "no thread's tag marks SLAB slabs");
 static inline uint32_t cpu_thread_tag(const struct cpu_thread *t)
 {
 	return t->tag;
@@ -528,7 +572,7 @@ static inline __attribute__((always_inline)) void slab_free_fast_desc(struct usl
 {
 	struct cpu_cache *c = cpu_this_id(d->cid);
 	uint32_t n = c->n;
-	uintptr_t off = (uintptr_t)x - base;
+	uintptr_t off = (uintptr_t)x - base - d->colour;   /* (SLAB-format slabs start at their colour) */
 	if (likely(n < c->cap)) {
 		if (likely(cpu_offset_ok(c, d, off)) && likely(!sheaf_recent(c->objs, n, x))) {
 			track_free(x, d->cache->object_size);

@@ -8,6 +8,10 @@
  *     decay_dirty_max, so a burst of frees gives memory back while it runs;
  *     wholly free segments are unmapped (page.c);
  *   - freed huge mappings: unmapped after decay_ms (large.c);
+ *   - slab mode's free slabs and shared array: its reap (array.c, the
+ *     kernel's cache_reap: part of an untouched shared array, free slabs
+ *     beyond the free limit, every 4 s) runs in each pass when it is due,
+ *     and on slab mode's slow paths;
  *   - empty slabs the node list keeps (min_partial), sheaves in the barn,
  *     and sheaves of threads that stopped allocating: a decay pass
  *     (mem_decay_pass) gives these back once they have gone unused for a
@@ -105,6 +109,8 @@ static bool decay_cache_locked(struct uslab_cache *s, bool all, struct cpu_cache
 		pending = true;
 	}
 	b->seen_gets = gets;
+	/* slab mode's reap: its free slabs, its shared array (the barn) */
+	pending |= array_reap(s, all);
 	/* empty slabs kept for reuse longer than decay_ms, whoever uses the
 	 * cache; and those the node list keeps (min_partial) when nobody used
 	 * it for a pass */

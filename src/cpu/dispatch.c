@@ -2,8 +2,8 @@
  * The slow paths of every per-CPU mode: which mode a part runs (the
  * cache's cpu_mode, switched at a part's next slow path), what every slow
  * path does first (slab_cpu_enter: busy mark, a fork child's settling, a
- * take-back request, the mode), and the dispatch to classic.c, sheaf.c or
- * home.c. The inline fast paths (cpu.h) end here when they cannot finish.
+ * take-back request, the mode), and the dispatch to classic.c, sheaf.c,
+ * home.c or array.c. The inline fast paths (cpu.h) end here when they cannot finish.
  */
 #include "cpu.h"
 #include "debug.h"
@@ -24,6 +24,9 @@ static void cpu_setup(struct uslab_cache *s, struct cpu_cache *c, unsigned mode,
 	case CPU_HOME:
 	case CPU_SLQB:
 		home_setup_cpu(s, c, mode);
+		break;
+	case CPU_SLAB:
+		array_setup_cpu(s, c);
 		break;
 	default:
 		c->mode = CPU_CLASSIC;
@@ -47,7 +50,9 @@ void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c)
 	unsigned mode = TUNE(s, cpu_mode), cap = TUNE(s, sheaf_capacity);   /* one read each: a tuner may */
 	if (mode == CPU_SHEAVES && !cap)                                      /* change either meanwhile */
 		mode = CPU_CLASSIC;
-	if (unlikely(c->mode != mode) || unlikely(mode == CPU_SHEAVES && c->sheaf_cap != cap)) {
+	if (mode == CPU_SLAB)
+		cap = TUNE(s, limit);   /* the array's size */
+	if (unlikely(c->mode != mode) || unlikely((mode == CPU_SHEAVES || mode == CPU_SLAB) && c->sheaf_cap != cap)) {
 		slab_flush_cpu(s, c);
 		cpu_setup(s, c, mode, cap);
 	}
@@ -71,6 +76,7 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, 
 	switch (c->mode) {
 	case CPU_SHEAVES: x = sheaf_alloc_slow(s, c); break;
 	case CPU_CLASSIC: x = cpu_slab_alloc_slow(s, c); break;
+	case CPU_SLAB:    x = array_alloc_slow(s, c); break;
 	default:          x = home_alloc_slow(s, c); break;
 	}
 	cpu_idle(c);
@@ -136,6 +142,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 	switch (c->mode) {
 	case CPU_SHEAVES: sheaf_free_slow(s, c, x); break;
 	case CPU_CLASSIC: cpu_slab_free_slow(s, c, slab, x); break;
+	case CPU_SLAB:    array_free_slow(s, c, x); break;
 	default:          home_free(s, c, slab, x); break;
 	}
 	cpu_idle(c);
@@ -152,9 +159,10 @@ void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x)
 	struct cpu_cache *c = cpu_this_id(d->cid);
 	/* a remote free or slqb's queue: straight to home.c once x is
 	 * checked, without the slow path's bookkeeping (they are this mode's
-	 * ordinary frees, not a slow path) */
+	 * ordinary frees, not a slow path); a SLAB-format slab's object takes
+	 * the slow path, which brings the part to the cache's mode first */
 	if (likely(c->cache == s) && (c->mode == CPU_HOME || c->mode == CPU_SLQB) && likely(!named || named->real == s) &&
-	    likely(slab_obj_valid(s, d, x)) && !opt.hardened) {
+	    likely(slab_obj_valid(s, d, x)) && !opt.hardened && likely(!slab_is_array(d))) {
 		fp_check_free(s, d, x);
 		track_free(x, s->object_size);
 		cpu_busy(c);
@@ -173,6 +181,7 @@ void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 	case CPU_CLASSIC: cpu_slab_flush(s, c); break;
 	case CPU_HOME:
 	case CPU_SLQB:    home_flush_cpu(s, c); break;
+	case CPU_SLAB:    array_flush_cpu(s, c); break;
 	default:          break;
 	}
 	if (c->mode != CPU_HOME && c->mode != CPU_SLQB)

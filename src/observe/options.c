@@ -169,7 +169,8 @@ static void parse_token(const char *tok, size_t n)
 		}
 		if (!cache_tune_known(colon + 1, keylen)) {
 			warn(tok, n, "unknown cache tunable (cpu_mode, sheaf_capacity, barn_full, barn_empty, "
-				     "cpu_partial, min_partial, order, freebatch, hiwater)");
+				     "cpu_partial, min_partial, order, freebatch, hiwater, limit, batchcount, "
+				     "sharedfactor)");
 			return;
 		}
 		if (nr_cache_opts == CACHE_OPTS_MAX) {
@@ -218,6 +219,7 @@ void options_parse(const char *s)
 
 static const char *const mode_names[CPU_NR_MODES] = {
 	[CPU_CLASSIC] = "classic", [CPU_SHEAVES] = "sheaves", [CPU_HOME] = "home", [CPU_SLQB] = "slqb",
+	[CPU_SLAB] = "slab",
 };
 
 int cpu_mode_parse(const char *v, size_t n)

@@ -73,6 +73,13 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 	info->order = oo_order(oo);
 	info->min_order = s->min_order;
 	info->objects_per_slab = oo_objects(oo);
+	if (cache_cpu_mode(s) == CPU_SLAB) {   /* slab mode lays its slabs out its own way (array.c) */
+		unsigned o, objs;
+		array_slab_shape(s, &o, &objs);
+		oo = o << 16 | objs;
+		info->order = o;
+		info->objects_per_slab = objs;
+	}
 	info->cpu_partial = TUNE(s, cpu_partial);
 	info->min_partial = (unsigned)TUNE(s, min_partial);
 	long slabs = atomic_load_explicit(&s->node.nr_slabs, memory_order_relaxed);
@@ -191,28 +198,58 @@ int uslab_cache_get_info(struct uslab_cache *s, struct uslab_cache_info *info)
 	return 0;
 }
 
+/* What /proc/slabinfo shows beyond struct uslab_cache_info: the SLAB
+ * tunables and counts of a cache in slab mode (zeros in other modes, as
+ * SLUB's). */
+struct slabinfo_extra {
+	unsigned limit, batchcount, sharedfactor;
+	unsigned long free_slabs, shared_avail;
+	bool slab_mode;
+};
+
+static void fill_extra_locked(struct uslab_cache *named, struct slabinfo_extra *x)
+{
+	struct uslab_cache *s = cache_root(named);
+	memset(x, 0, sizeof *x);
+	if (cache_cpu_mode(s) != CPU_SLAB)
+		return;
+	x->slab_mode = true;
+	x->limit = TUNE(s, limit);
+	x->batchcount = TUNE(s, batchcount);
+	x->sharedfactor = TUNE(s, sharedfactor);
+	x->free_slabs = atomic_load_explicit(&s->array.nr_free, memory_order_relaxed);
+	x->shared_avail = atomic_load_explicit(&s->node.barn.objects, memory_order_relaxed);
+}
+
 /* The n-th entry of the walk "each real cache, then its aliases" (list
  * order); false past the end. cache_mutex is taken and dropped per entry so
- * that printers call their output function without allocator locks. */
-static bool nth_info(unsigned n, struct uslab_cache_info *info)
+ * that printers call their output function without allocator locks. x (may
+ * be NULL): slabinfo's extra columns. */
+static bool nth_info_ex(unsigned n, struct uslab_cache_info *info, struct slabinfo_extra *x)
 {
 	bool found = false;
 	pthread_mutex_lock(&cache_mutex);
 	for (struct uslab_cache *s = cache_list; s && !found; s = s->next) {
-		if (n-- == 0) {
-			stats_fill_info_locked(s, info);
+		struct uslab_cache *hit = NULL;
+		if (n-- == 0)
+			hit = s;
+		for (struct uslab_cache *a = s->aliases; a && !hit; a = a->alias_next)
+			if (n-- == 0)
+				hit = a;
+		if (hit) {
+			stats_fill_info_locked(hit, info);
+			if (x)
+				fill_extra_locked(hit, x);
 			found = true;
-			break;
 		}
-		for (struct uslab_cache *a = s->aliases; a; a = a->alias_next)
-			if (n-- == 0) {
-				stats_fill_info_locked(a, info);
-				found = true;
-				break;
-			}
 	}
 	pthread_mutex_unlock(&cache_mutex);
 	return found;
+}
+
+static bool nth_info(unsigned n, struct uslab_cache_info *info)
+{
+	return nth_info_ex(n, info, NULL);
 }
 
 /* The kernel slabinfo tool's store_size(): 24.8M, 999.4K, or plain bytes. */
@@ -356,15 +393,20 @@ static void print_slabinfo(void (*write_fn)(void *, const char *), void *arg)
 	write_fn(arg, "# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab>"
 		      " : tunables <limit> <batchcount> <sharedfactor>"
 		      " : slabdata <active_slabs> <num_slabs> <sharedavail>\n");
-	/* cache_show(): SLUB reports no tunables and every slab as active. */
-	for (unsigned i = 0; nth_info(i, &info); i++) {
+	/* cache_show(): SLUB reports no tunables and every slab as active;
+	 * slab mode, as the kernel's SLAB: its limit, batchcount and
+	 * sharedfactor, slabs other than free ones as active, and the
+	 * objects in the shared array */
+	struct slabinfo_extra x;
+	for (unsigned i = 0; nth_info_ex(i, &info, &x); i++) {
 		if (info.alias_of[0])
 			continue;
 		slabinfo_name(name, info.name);
+		unsigned long active_slabs = info.slabs > x.free_slabs ? (unsigned long)info.slabs - x.free_slabs : 0;
 		fmt_buf(line, sizeof line, "%-17s %6lu %6lu %6u %4u %4d : tunables %4u %4u %4u : slabdata %6lu %6lu %6lu\n",
 			name, (unsigned long)MIN(info.active_objects, info.total_objects), (unsigned long)info.total_objects,
-			(unsigned)info.slab_object_size, info.objects_per_slab, 1 << info.order, 0U, 0U, 0U,
-			(unsigned long)info.slabs, (unsigned long)info.slabs, 0UL);
+			(unsigned)info.slab_object_size, info.objects_per_slab, 1 << info.order, x.limit, x.batchcount,
+			x.sharedfactor, active_slabs, (unsigned long)info.slabs, x.shared_avail);
 		write_fn(arg, line);
 	}
 }
