@@ -118,7 +118,9 @@ static void usage(FILE *f)
 		"  -v, --validate         validate matching caches (in the process; problems go to its stderr)\n"
 		"  -s, --shrink           shrink matching caches (in the process)\n"
 		"      --set NAME:KEY=N   set a tunable (sheaf_capacity, barn_full, barn_empty, cpu_partial,\n"
-		"                         min_partial, order)\n"
+		"                         min_partial, order; slab mode: limit, batchcount, sharedfactor)\n"
+		"      --set 'NAME LIMIT BATCHCOUNT SHAREDFACTOR'\n"
+		"                         /proc/slabinfo's write syntax: the three slab-mode tunables\n"
 		"      --json             JSON instead of text (every mode)\n"
 		"      --watch SECONDS    refresh every SECONDS, like slabtop, until the process exits\n"
 		"      --timeout SECONDS  how long to wait for the process to answer (default 2)\n"
@@ -521,9 +523,48 @@ static int post_cmd(struct target *t, uint32_t op, const char *cache, const char
 	}
 }
 
-/* NAME:KEY=VALUE */
-static void parse_set(const char *arg, char *name, char *key, uint64_t *value)
+#define SET_MAX 3   /* settings one --set makes: the slabinfo write syntax's three */
+static void parse_set(const char *arg, char *name, char (*keys)[16], uint64_t *values, unsigned *n);
+
+/* /proc/slabinfo's write syntax, "NAME LIMIT BATCHCOUNT SHAREDFACTOR": the
+ * kernel's rules (limit and batchcount at least 1, batchcount at most
+ * limit), then three settings in an order that is valid whatever the
+ * cache had (limit first: a limit below the old batchcount lowers it). */
+static void parse_slabinfo_write(const char *arg, char *name, char (*keys)[16], uint64_t *values, unsigned *n)
 {
+	char nm[USLAB_NAME_MAX + 2];
+	unsigned long long l, b, sf;
+	char tail;
+	int got = sscanf(arg, "%64s %llu %llu %llu %c", nm, &l, &b, &sf, &tail);
+	const char *why = NULL;
+	if (got != 4)
+		why = "expected NAME LIMIT BATCHCOUNT SHAREDFACTOR";
+	else if (strlen(nm) > USLAB_NAME_MAX)
+		why = "the cache name must have 1 to 63 characters";
+	else if (l < 1 || b < 1 || b > l)
+		why = "LIMIT and BATCHCOUNT must be at least 1 and BATCHCOUNT at most LIMIT";
+	if (why)
+		die(2, "--set '%s': %s (e.g. --set 'kmalloc-64 120 60 8')", arg, why);
+	strcpy(name, nm);
+	static const char *const k3[] = { "limit", "batchcount", "sharedfactor" };
+	const unsigned long long v3[] = { l, b, sf };
+	for (unsigned i = 0; i < 3; i++) {
+		strcpy(keys[i], k3[i]);
+		values[i] = v3[i];
+	}
+	*n = 3;
+}
+
+/* NAME:KEY=VALUE, or the slabinfo write syntax */
+static void parse_set(const char *arg, char *name, char (*keys)[16], uint64_t *values, unsigned *n)
+{
+	if (strchr(arg, ' ')) {
+		parse_slabinfo_write(arg, name, keys, values, n);
+		return;
+	}
+	char *key = keys[0];
+	uint64_t *value = &values[0];
+	*n = 1;
 	const char *colon = strrchr(arg, ':'), *eq = colon ? strchr(colon, '=') : NULL;
 	const char *why = NULL;
 	if (!colon || !eq)
@@ -540,12 +581,13 @@ static void parse_set(const char *arg, char *name, char *key, uint64_t *value)
 		memcpy(key, colon + 1, (size_t)(eq - colon - 1));
 		key[eq - colon - 1] = 0;
 		static const char *const keys[] = { "sheaf_capacity", "barn_full", "barn_empty", "cpu_partial",
-						     "min_partial", "order" };
+						     "min_partial", "order", "limit", "batchcount", "sharedfactor" };
 		bool known = false;
 		for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++)
 			known |= !strcmp(key, keys[i]);
 		if (!known)
-			why = "KEY must be sheaf_capacity, barn_full, barn_empty, cpu_partial, min_partial or order";
+			why = "KEY must be sheaf_capacity, barn_full, barn_empty, cpu_partial, min_partial, order, limit, "
+			      "batchcount or sharedfactor";
 		*value = strtoull(eq + 1, NULL, 10);
 	}
 	if (why)
@@ -967,21 +1009,27 @@ static int do_commands(struct target *t)
 	const char *name = NULL;
 	char namebuf[USLAB_NAME_MAX + 1] = "";
 	if (o.set) {
-		char key[16];
-		uint64_t value;
-		parse_set(o.set, namebuf, key, &value);
-		if (post_cmd(t, EXPORT_OP_SET, namebuf, key, value, &r))
-			return 1;
-		if (r.err) {
-			warnx("pid %d: --set %s: %s", t->pid, o.set, r.msg);
-			return 1;
+		char keys[SET_MAX][16];
+		uint64_t values[SET_MAX];
+		unsigned nset;
+		parse_set(o.set, namebuf, keys, values, &nset);
+		for (unsigned i = 0; i < nset; i++) {
+			const char *key = keys[i];
+			uint64_t value = values[i];
+			if (post_cmd(t, EXPORT_OP_SET, namebuf, key, value, &r))
+				return 1;
+			if (r.err) {
+				warnx("pid %d: --set %s: %s", t->pid, o.set, r.msg);
+				return 1;
+			}
+			if (o.json)
+				printf("{\"pid\":%d,\"command\":\"set\",\"cache\":\"%s\",\"key\":\"%s\",\"old\":%" PRId64
+				       ",\"new\":%" PRIu64 ",\"caches\":%u}\n",
+				       t->pid, namebuf, key, r.result, value, r.caches);
+			else
+				printf("pid %d: %s: %s %" PRId64 " -> %" PRIu64 "\n", t->pid, namebuf, key, r.result,
+				       value);
 		}
-		if (o.json)
-			printf("{\"pid\":%d,\"command\":\"set\",\"cache\":\"%s\",\"key\":\"%s\",\"old\":%" PRId64
-			       ",\"new\":%" PRIu64 ",\"caches\":%u}\n",
-			       t->pid, namebuf, key, r.result, value, r.caches);
-		else
-			printf("pid %d: %s: %s %" PRId64 " -> %" PRIu64 "\n", t->pid, namebuf, key, r.result, value);
 	}
 	if (o.validate || o.shrink) {
 		/* a regex selects caches by name: one command per cache */
@@ -1395,9 +1443,10 @@ int main(int argc, char **argv)
 		}
 	}
 	if (o.set) {   /* check it before touching any process */
-		char n[USLAB_NAME_MAX + 1], k[16];
-		uint64_t v;
-		parse_set(o.set, n, k, &v);
+		char n[USLAB_NAME_MAX + 1], k[SET_MAX][16];
+		uint64_t v[SET_MAX];
+		unsigned ns;
+		parse_set(o.set, n, k, v, &ns);
 	}
 	if (run) {
 		if (optind >= argc)
