@@ -235,11 +235,16 @@ static void print_cache(struct uslab_cache *c)
 	struct uslab_cache_info info = { .version = USLAB_CACHE_INFO_VERSION };
 	if (uslab_cache_get_info(c, &info))
 		die("uslab_cache_get_info");
-	printf("%-8s %4zu-byte objects (stride %zu), %llu in use, %llu slabs, %llu allocations (%llu on the fast path)\n",
+	/* allocs, frees and their fast-path parts are totals that mean the
+	 * same in every per-CPU mode (a mode's own events[] count only the
+	 * paths that mode has: ALLOC_FASTPATH stays 0 in sheaves mode, for
+	 * one) */
+	printf("%-8s %4zu-byte objects (stride %zu), %llu in use, %llu slabs, %llu allocations (%llu on the fast path), "
+	       "%llu frees (%llu on the fast path)\n",
 	       info.name, info.object_size, info.slab_object_size,
 	       (unsigned long long)info.active_objects, (unsigned long long)info.slabs,
-	       (unsigned long long)(info.events[USLAB_STAT_ALLOC_FASTPATH] + info.events[USLAB_STAT_ALLOC_SLOWPATH]),
-	       (unsigned long long)info.events[USLAB_STAT_ALLOC_FASTPATH]);
+	       (unsigned long long)info.allocs, (unsigned long long)info.allocs_fast,
+	       (unsigned long long)info.frees, (unsigned long long)info.frees_fast);
 }
 
 static unsigned long long active(struct uslab_cache *c)

@@ -5,8 +5,9 @@
  * Two worker threads allocate and free objects of two caches (one thread
  * frees what the other allocated, as producers and consumers do); then the
  * program reads
- *   - uslab_cache_get_info(): layout, slabs, objects and every event counter
- *     of each cache, named by uslab_stat_name();
+ *   - uslab_cache_get_info(): layout, slabs, objects, the totals of
+ *     allocations and frees (the same in every per-CPU mode) and every
+ *     event counter of each cache, named by uslab_stat_name();
  *   - uslab_process_get_info(): the page allocator's view of the process;
  *   - uslab_stats_print(): the whole table, here captured into a buffer
  *     through the callback, and the /proc/slabinfo 2.1 form to stdout.
@@ -111,6 +112,10 @@ static void show_cache(struct uslab_cache *c)
 	       info.object_size, info.slab_object_size, info.objects_per_slab, info.order);
 	printf("  %" PRIu64 " slabs (%" PRIu64 " on the node partial list), %" PRIu64 "/%" PRIu64 " objects in use, %" PRIu64 " bytes\n",
 	       info.slabs, info.partial_slabs, info.active_objects, info.total_objects, info.slab_bytes);
+	/* the totals mean the same in every per-CPU mode; the events below
+	 * are the paths the cache's mode took */
+	printf("  %" PRIu64 " allocations (%" PRIu64 " on the fast path), %" PRIu64 " frees (%" PRIu64
+	       " on the fast path)\n", info.allocs, info.allocs_fast, info.frees, info.frees_fast);
 	for (int i = 0; i < USLAB_NR_STAT_ITEMS; i++)
 		if (info.events[i])
 			printf("  %-24s %10" PRIu64 "  %s\n", uslab_stat_name((enum uslab_stat_item)i), info.events[i],
