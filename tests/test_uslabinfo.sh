@@ -117,6 +117,10 @@ assert d["pid"] == int(sys.argv[2]) and d["state"] == "running" and d["fresh"], 
 c = {x["name"]: x for x in d["caches"]}
 assert c["obs_a"]["active_objects"] == 1000 and c["obs_a"]["allocs"] == 1000 and c["obs_a"]["frees"] == 0
 assert c["obs_b"]["active_objects"] == 200 and c["obs_b"]["allocs"] == 300 and c["obs_b"]["frees"] == 100
+# the fast paths' shares of the totals
+for n in ("obs_a", "obs_b"):
+    x = c[n]
+    assert 0 <= x["alloc_fast_pct"] <= 100 and 0 <= x["free_fast_pct"] <= 100, x
 assert c["obs_a"]["events"]["ALLOC_SLOWPATH"] >= 1
 al = {x["name"]: x for x in d["aliases"]}
 if "obs_m2" in al:
@@ -137,6 +141,9 @@ if grep -q obs_m2 "$WORK/lib.json" && python3 -c 'import json,sys; d=json.load(o
 fi
 "$TOOL" -r -p "$PID" '^obs_a$' >"$WORK/rep" || fail "-r"
 grep -q "^Slabcache: obs_a " "$WORK/rep" && grep -q "ALLOC_SLOWPATH" "$WORK/rep" || fail "-r: $(cat "$WORK/rep")"
+# Fastpath + Slowpath (slow paths and bulk calls) = Total: 1000 allocations, 0 frees
+awk '$1=="Fastpath" {fa=$2; ff=$3} $1=="Slowpath" {sa=$2; sf=$3} $1=="Total" {ta=$2; tf=$3}
+	END {exit !(ta==1000 && tf==0 && fa+sa==ta && ff+sf==tf)}' "$WORK/rep" || fail "-r counters: $(cat "$WORK/rep")"
 "$TOOL" -S -p "$PID" >/dev/null && "$TOOL" -T -p "$PID" | grep -q "^Slabcache Totals" || fail "-S/-T"
 pass "-a, -r, -S, -T"
 
@@ -262,5 +269,22 @@ grep -q "exported no statistics: it never initialised uslab. The program must lo
 timeout 20 "$TOOL" run -- /nonexistent/cmd >"$WORK/run4.out" 2>&1; rc=$?
 [ $rc -eq 127 ] && grep -q "cannot run" "$WORK/run4.out" || fail "run missing cmd: $rc $(cat "$WORK/run4.out")"
 pass "run -- CMD: final report after exit (JSON, -A), exit status passed on"
+
+# ---- the counts in every per-CPU mode: uslabinfo shows the totals ----
+for mode in classic sheaves home slqb; do
+	USLAB_OPTIONS="slub_cpu_mode=$mode" timeout 60 "$TOOL" run --json -- "$API" print table >"$WORK/mode.out" 2>&1 \
+		|| fail "run in $mode mode: $(cat "$WORK/mode.out")"
+	python3 - "$WORK/mode.out" "$mode" <<'EOF' || fail "$mode mode: $(cat "$WORK/mode.out")"
+import json, sys
+text = open(sys.argv[1]).read()
+d = json.loads(text[text.index('{"pid"'):])
+c = {x["name"]: x for x in d["caches"]}
+for n, al, fr in (("obs_a", 1000, 0), ("obs_b", 300, 100)):
+    x = c[n]
+    assert (x["allocs"], x["frees"], x["active_objects"]) == (al, fr, al - fr), (sys.argv[2], x)
+    assert 0 <= x["alloc_fast_pct"] <= 100 and 0 <= x["free_fast_pct"] <= 100, (sys.argv[2], x)
+EOF
+done
+pass "allocs/frees 1000/0 and 300/100 in classic, sheaves, home and slqb mode"
 
 echo "PASS test_uslabinfo ($(python3 -c "import time; print('%.2f' % (time.time() - $T0))") s)"
