@@ -38,10 +38,10 @@
 #   all test variants passed: normal ...; skipped: VARIANT: TEST, ...
 #
 # Build directories: build-test (normal, debug, classic, slab), build-asan,
-# build-tsan, build-track, build-pkg beside this repo's CMakeLists.txt;
-# USLAB_TEST_BUILD_PREFIX (default "build-"; relative to the repo, or
-# absolute) names them otherwise, e.g. "mine/" gives mine/test, mine/asan ...
-# (tests/fuzz/run.sh always builds in build-fuzz). JOBS (default 2): build
+# build-tsan, build-track, build-pkg, build-fuzz beside this repo's
+# CMakeLists.txt; USLAB_TEST_BUILD_PREFIX (default "build-"; relative to the
+# repo, or absolute) names them otherwise, e.g. "mine/" gives mine/test,
+# mine/asan ... (tests/fuzz/run.sh reads it too). JOBS (default 2): build
 # and CTest parallelism. What each variant needs: scripts/setup-deps.sh
 # (Debian 12: build-essential cmake ninja-build clang libclang-rt-14-dev
 # pkg-config man-db sqlite3 git python3 libpython3.11-testsuite, and rustup

@@ -4,15 +4,20 @@
 #
 #   bash tests/fuzz/run.sh [SECONDS]        (default 60)
 #
-# Build directory: build-fuzz (beside CMakeLists.txt); the corpus grows in
-# build-fuzz/corpus across runs; a crash or model mismatch leaves its input
-# in build-fuzz/artifacts/ (replay: build-fuzz/tests/fuzz/fuzz_ops FILE).
+# Build directory: build-fuzz (beside CMakeLists.txt), or the prefix
+# USLAB_TEST_BUILD_PREFIX (default "build-"; relative to the repo, or
+# absolute) followed by "fuzz", as scripts/test.sh names its build
+# directories; the corpus grows in build-fuzz/corpus across runs; a crash or
+# model mismatch leaves its input in build-fuzz/artifacts/ (replay:
+# build-fuzz/tests/fuzz/fuzz_ops FILE).
 # Needs clang and libclang-rt-14-dev (Debian 12). Prints executions per
 # second and total executions; exits non-zero if the fuzzer found anything.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SECS=${1:-60}
-DIR=$ROOT/build-fuzz
+B=${USLAB_TEST_BUILD_PREFIX:-build-}
+case $B in /*) ;; *) B=$ROOT/$B ;; esac
+DIR=${B}fuzz
 JOBS=${JOBS:-2}
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
