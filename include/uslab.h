@@ -466,10 +466,17 @@ USLAB_API void uslab_stats_print_fd_opts(int fd, unsigned long opts);
 /*
  * Exporting to uslabinfo (USLAB_OPTIONS=export). The process keeps
  * $XDG_RUNTIME_DIR/uslab-PID.stats (or /dev/shm/uslab-PID.stats), mode 0600,
- * removed at exit, refreshed on the allocation slow path when a reader asks
- * (at most every few ms), and takes control commands from it (any tunable
- * of uslab_cache_tune_set(), shrink, validate) that it applies itself on
- * its slow path. See tools/uslabinfo.c.
+ * removed at exit. Its snapshot is refreshed when a reader asks: by a
+ * thread the export starts ("uslab-export"; the same thread, named
+ * "uslab-bg", when it also runs background_thread's decay passes: see
+ * uslab_background_thread()), within a millisecond or two whatever the
+ * program does; or, while no thread serves (background_thread=0, after
+ * uslab_background_thread(0), or before the thread has started), on the
+ * allocation slow path (at most every few ms). It is also refreshed after
+ * caches are created or destroyed, and a final time at exit. A reader's
+ * control commands (any tunable of uslab_cache_tune_set(), shrink,
+ * validate) are applied by the process itself, in those same places. See
+ * tools/uslabinfo.c.
  *
  * uslab_export_path() returns the file's path, or NULL if the process does
  * not export. uslab_export_refresh() brings the exported statistics up to
@@ -489,15 +496,21 @@ USLAB_API int uslab_export_refresh(void);
  * barns, idle threads' spare sheaves, free pages, freed huge mappings) and,
  * with the export on, answers uslabinfo at once. The same as
  * USLAB_OPTIONS=background_thread, which starts it at the first safe point
- * after initialisation.
+ * after initialisation. The export alone starts the same thread to serve
+ * uslabinfo only (no decay passes) unless background_thread=0.
  *
- * enable 1 starts it (nothing if it runs); 0 stops it and waits until it
- * has stopped (nothing if it does not run). Returns 0, or -1 with errno
- * EINVAL (enable is not 0 or 1) or EAGAIN (no thread can be made: the
- * system's limit, or the process is exiting). Any thread, any time but in
- * a signal handler. The thread is detached, blocks every signal, is named
- * "uslab-bg", never delays exit, and does not survive fork(): a child
- * whose parent ran it starts its own on its first allocation slow path.
+ * enable 1 starts it (a thread that only serves the export starts decay
+ * passes too; nothing if it runs them already); 0 stops it, also the
+ * export's serving thread (the export is then served on allocation slow
+ * paths only, as with background_thread=0), and waits until it has stopped
+ * (nothing if no thread runs). Returns 0, or -1 with errno EINVAL (enable
+ * is not 0 or 1) or EAGAIN (no thread can be made: the system's limit, or
+ * the process is exiting). Any thread, any time but in a signal handler.
+ * The thread is detached, blocks every signal, is named "uslab-bg", or
+ * "uslab-export" while it only serves the export; exit waits at most
+ * 100 ms for a pass or snapshot it has under way; it does not survive
+ * fork(): a child whose parent ran it starts its own, in the same role, on
+ * its first allocation slow path.
  */
 USLAB_API int uslab_background_thread(int enable);
 
