@@ -28,6 +28,9 @@
  *   Time: N.NNN
  *   MaxRSS: N KiB                (getrusage ru_maxrss, the whole process)
  *   uslab: ...                   (cache mode only: the cache's stats)
+ *   uslab: cpu_mode N (NAME)     (cache mode only: the per-CPU mode the cache
+ *                                ran, USLAB_CPU_*; scripts check that
+ *                                USLAB_OPTIONS=slub_cpu_mode=NAME took)
  *
  * Malloc mode calls no uslab function, so LD_PRELOAD of any malloc measures
  * that malloc alone (libuslab is loaded but idle).
@@ -90,6 +93,14 @@ struct receiver {
 };
 
 static int use_ring = 1;
+
+/* Names of the cpu_mode values (include/uslab.h's USLAB_CPU_*; 4 is "slab"
+ * where the build has SLAB's arrays). */
+static const char *cpu_mode_name(unsigned m)
+{
+	static const char *const names[] = { "classic", "sheaves", "home", "slqb", "slab" };
+	return m < sizeof(names) / sizeof(names[0]) ? names[m] : "?";
+}
 
 static void fatal(const char *what)
 {
@@ -441,6 +452,7 @@ int main(int argc, char **argv)
 			       (unsigned long long)ev[USLAB_STAT_FREE_SLAB],
 			       (unsigned long long)info.slabs,
 			       (unsigned long long)(info.slab_bytes / 1024));
+			printf("uslab: cpu_mode %u (%s)\n", info.cpu_mode, cpu_mode_name(info.cpu_mode));
 			if (info.active_objects)
 				printf("uslab: warning: %llu objects still active after the run\n",
 				       (unsigned long long)info.active_objects);

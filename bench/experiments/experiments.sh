@@ -23,14 +23,18 @@
 # 4. exp_order: slub_max_order=0, 1, 3 on a fragmenting workload, without a
 #    limit and with RLIMIT_AS 160 MiB above the start (2009 thread).
 # 5. The 2010 table: uhackbench (ring transport) in cache mode and in malloc
-#    mode (LD_PRELOAD of libuslab-malloc.so), at 1, 10 and 100 groups,
-#    classic mode (slub_sheaf_capacity=0) against sheaves (the default):
-#    time, node-lock acquisitions per million operations (malloc mode: of
-#    all kmalloc caches, read through `uslabinfo run --json`, which asks the
-#    process for a snapshot every 200 ms), peak RSS; laid out as Lameter's
-#    SLAB/SLUB/SLUB+Q table. Loops per group count: HB2010_ROWS
-#    ("GROUPS:LOOPS ...", default "1:5000 10:500 100:60": each row about
-#    1-3 s on a quiet 2-vCPU machine).
+#    mode (LD_PRELOAD of libuslab-malloc.so), at 1, 10 and 100 groups, in
+#    every per-CPU mode (USLAB_OPTIONS=slub_cpu_mode=NAME: classic = SLUB,
+#    sheaves = SLUB+Q, slqb, home; slab = SLAB when the build takes that name
+#    (uhackbench's "uslab: cpu_mode N (NAME)" line says which mode ran; a mode
+#    the build ignores is left out with a message): time, node-lock
+#    acquisitions per million operations (malloc mode: of all kmalloc caches,
+#    read through `uslabinfo run --json`, which asks the process for a
+#    snapshot every 200 ms), peak RSS; laid out as Lameter's SLAB/SLUB/SLUB+Q
+#    table. Loops per group count: HB2010_ROWS ("GROUPS:LOOPS ...", default
+#    "1:5000 10:500 100:60": each row about 1-3 s on a quiet 2-vCPU machine);
+#    HB2010_MODES ("cache malloc") and HB2010_CPU_MODES ("slab classic
+#    sheaves slqb home") pick the uhackbench and per-CPU modes.
 # 6. exp_cold: 1,000,000 objects of 64..256 B allocated, freed in random
 #    order, allocated again: ns per free and per allocation, for uslab
 #    classic and sheaves (malloc through LD_PRELOAD, and the cache API on a
@@ -56,7 +60,8 @@
 # (python3-matplotlib; the tables are written without it).
 # --quick: small sizes and 1 repetition, for a smoke test (about 30 s for
 # all seven on a quiet 2-vCPU machine).
-# Full runs on a 2-vCPU machine: 1-4 about 1 min, 5 about 3 min, 6 about
+# Full runs on a 2-vCPU machine: 1-4 about 1 min, 5 about 6-10 min (4 per-CPU
+# modes x cache and malloc mode x 7; a fifth mode, slab, adds a quarter), 6 about
 # 1.5 min, 7 about 6-8 min (about half of it peers.sh's largealloc under uslab).
 set -euo pipefail
 
@@ -107,6 +112,8 @@ else
 	SWEEP_REPS=3; SWEEP_HB_LOOPS=500
 fi
 HB10_ROWS=${HB2010_ROWS:-$HB10_ROWS_DEF}
+HB10_MODES=${HB2010_MODES:-"cache malloc"}
+HB10_CPU_MODES=${HB2010_CPU_MODES:-"slab classic sheaves slqb home"}
 SWEEP_CAPS=${SWEEP_CAPS:-"0 8 16 32 61 128 256 default"}
 SWEEP_WORKLOADS=${SWEEP_WORKLOADS:-}
 GROUPS_LIST="1 5 10 20"
@@ -269,13 +276,21 @@ print(" ".join(f"{n}={tot[n]}" for n in names))
 }
 PYJ=python3
 command -v python3 >/dev/null 2>&1 || PYJ=/usr/bin/python3
+# uslab_mode_taken NAME: does this build take USLAB_OPTIONS=slub_cpu_mode=NAME?
+# (A cache of uhackbench then says it ran NAME; a name the build does not
+# know is ignored with a warning, and the cache runs the default.)
+uslab_mode_taken() {
+	local out
+	out=$(USLAB_OPTIONS="slub_cpu_mode=$1" "$HB" --mode cache 1 1 2>&1) || return 1
+	grep -q "^uslab: cpu_mode [0-9]* ($1)\$" <<<"$out"
+}
 if [[ " $only " == *" 5 "* ]]; then
 	echo "mode,groups,loops,config,rep,time_s,ops,node_lock,alloc_slab,free_slab,maxrss_kib" >"$DATA/exp5.csv"
 	run_hb10() {   # mode groups loops config rep
-		local mode=$1 g=$2 l=$3 cfg=$4 rep=$5 opts="" out t rss nl as fs ev
-		[ "$cfg" = classic ] && opts="slub_sheaf_capacity=0"
+		local mode=$1 g=$2 l=$3 cfg=$4 rep=$5 opts="slub_cpu_mode=$4" out t rss nl as fs ev
 		if [ "$mode" = cache ]; then
 			out=$(USLAB_OPTIONS="$opts" "$HB" --mode cache --transport ring "$g" "$l" 2>&1) || { log "$out"; exit 1; }
+			grep -q "^uslab: cpu_mode [0-9]* ($cfg)\$" <<<"$out" || { log "$out"; log "experiments.sh: the cache did not run mode $cfg"; exit 1; }
 			nl=$(field NODE_LOCK <<<"$out"); as=$(field ALLOC_SLAB <<<"$out"); fs=$(field FREE_SLAB <<<"$out")
 		else
 			out=$(USLAB_OPTIONS="$opts" "$USLABINFO" run --json -- env LD_PRELOAD="$MALLOC_LIB" \
@@ -285,19 +300,27 @@ if [[ " $only " == *" 5 "* ]]; then
 			as=$(sed -n 's/.*ALLOC_SLAB=\([0-9]*\).*/\1/p' <<<"$ev")
 			fs=$(sed -n 's/.*FREE_SLAB=\([0-9]*\).*/\1/p' <<<"$ev")
 		fi
+		if grep -q 'USLAB_OPTIONS: ignoring' <<<"$out"; then log "$out"; log "experiments.sh: uslab ignored $opts"; exit 1; fi
 		t=$(awk '/^Time:/ {print $2}' <<<"$out")
 		rss=$(awk '/^MaxRSS:/ {print $2}' <<<"$out")
 		echo "$mode,$g,$l,$cfg,$rep,$t,$((2 * g * 20 * 20 * l)),$nl,$as,$fs,$rss" >>"$DATA/exp5.csv"
 		printf ' %s %ss nl=%s' "$cfg" "$t" "$nl" >&2
 	}
-	log "== 5. the 2010 table: uhackbench (ring), classic vs sheaves, rows (groups:loops) $HB10_ROWS, x $HB10_REPS"
+	hb10_cfgs=""
+	for m in $HB10_CPU_MODES; do
+		if uslab_mode_taken "$m"; then hb10_cfgs="$hb10_cfgs $m"; else log "== 5. cpu_mode $m left out: this build does not take slub_cpu_mode=$m"; fi
+	done
+	read -r -a hc <<<"$hb10_cfgs"
+	[ ${#hc[@]} -gt 0 ] || { log "experiments.sh: 5: no per-CPU mode to run"; exit 1; }
+	log "== 5. the 2010 table: uhackbench (ring), ${hc[*]}, uhackbench modes $HB10_MODES, rows (groups:loops) $HB10_ROWS, x $HB10_REPS"
 	for ((r = 0; r < HB10_REPS; r++)); do
 		for row in $HB10_ROWS; do
 			g=${row%%:*} l=${row##*:}
-			for mode in cache malloc; do
+			for mode in $HB10_MODES; do
 				printf ' rep %d %s groups %d loops %d:' "$((r + 1))" "$mode" "$g" "$l" >&2
-				if ((r % 2)); then cfgs="sheaves classic"; else cfgs="classic sheaves"; fi
-				for c in $cfgs; do run_hb10 "$mode" "$g" "$l" "$c" "$r"; done
+				for ((k = 0; k < ${#hc[@]}; k++)); do   # the order rotates from one repetition to the next
+					run_hb10 "$mode" "$g" "$l" "${hc[$(((k + r) % ${#hc[@]}))]}" "$r"
+				done
 				printf '\n' >&2
 			done
 		done
@@ -395,11 +418,12 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
 if [ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ]; then rev="$rev (src/include modified)"; fi
 {
-	echo "# uslab experiments (issues 3 and 10), $day, $host"
+	echo "# uslab experiments (issues 3, 10 and 18), $day, $host"
 	echo
 	echo "- CPU: ${cpu:-unknown}, $(nproc) CPUs online; memory $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
 	echo "- Kernel: $(uname -srm)"
-	echo "- Compiler: $(${CC:-gcc} --version 2>/dev/null | head -n 1)"
+	echo "- Compiler: $(${CC:-gcc} --version 2>/dev/null | head -n 1); $(getconf GNU_LIBC_VERSION 2>/dev/null || echo 'glibc ?')"
+	echo "- Date: $(date -u +%Y-%m-%dT%H:%MZ) (end of the run)"
 	echo "- uslab: $rev; $(basename "$BUILD") ($(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt")), shared libuslab"
 	echo "- Load average at start: $load_at_start${loaded:+ — the machine was loaded (1-minute load >= 1.0): $loaded}; total run ${elapsed}s"
 	echo "- Command: \`$cmdline\`"

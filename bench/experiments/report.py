@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables (markdown, to stdout) and plots (PNG) of the experiments of issues 3 and 10.
+"""Tables (markdown, to stdout) and plots (PNG) of the experiments of issues 3, 10 and 18.
 
     report.py DATA_DIR OUT_BASE HB_LOOPS [SWEEP_HB_LOOPS]
 
@@ -262,73 +262,106 @@ if r4:
         png(fig, 4)
 
 # ---------------------------------------------------------------- 5
-def sortkey_groups(g):
-    return -g
+# The per-CPU modes in the 2010 table's order (SLAB, SLUB, SLUB+Q), then
+# the later ones; the kernel allocator each one follows.
+CPU_MODES = ["slab", "classic", "sheaves", "slqb", "home"]
+KERNEL_NAME = {"slab": "SLAB", "classic": "SLUB", "sheaves": "SLUB+Q", "slqb": "SLQB", "home": "home"}
+
+
+def mode_label(c):
+    k = KERNEL_NAME.get(c, c)
+    return c if k == c else f"{c} ({k})"
+
+
+def mode_order(names):
+    return [c for c in CPU_MODES if c in names] + sorted(set(names) - set(CPU_MODES))
 
 
 r5 = rows("exp5.csv")
 if r5:
-    out("## 5. The 2010 table: classic SLUB vs sheaves (uhackbench, ring transport)")
-    out()
-    out("Lameter's SLAB/SLUB/SLUB+Q hackbench table (2010 queuing thread), scaled to this machine: threads, "
-        "20 senders + 20 receivers per group, 100-byte messages, ring transport. classic = "
-        "`USLAB_OPTIONS=slub_sheaf_capacity=0` (CPU slab + CPU partial lists), sheaves = the default. "
-        "cache mode: one uslab cache (`uhackbench-msg`), node-lock count of that cache as uhackbench prints it; "
-        "malloc mode: `LD_PRELOAD=libuslab-malloc.so`, node-lock count summed over every cache, from "
-        "`uslabinfo run --json` (which asks the process for a snapshot every 200 ms, in both arms). "
-        "Ops = allocations + frees = 2 x groups x 20 x 20 x loops; NL/Mop = node-lock acquisitions per "
-        "million operations. Medians; % = (sheaves - classic) / classic.")
-    out()
     g5 = defaultdict(list)
     for r in r5:
         g5[(r["mode"], int(r["groups"]), int(r["loops"]), r["config"])].append(r)
+    cfgs5 = mode_order({k[3] for k in g5})
+    ref5 = "slab" if "slab" in cfgs5 else "classic" if "classic" in cfgs5 else cfgs5[0]
+    others5 = [c for c in cfgs5 if c != ref5]
     modes = [m for m in ("cache", "malloc") if any(k[0] == m for k in g5)]
     rows5 = sorted({(k[0], k[1], k[2]) for k in g5}, key=lambda k: (modes.index(k[0]), -k[1], k[2]))
-    res5 = {}
-    out("| mode | groups | loops | classic: time (s) | sheaves: time (s) | time % | classic: NL/Mop | "
-        "sheaves: NL/Mop | NL % | classic: peak RSS (MiB) | sheaves: peak RSS (MiB) |")
-    out("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    res5 = {}   # (mode, groups, loops) -> cfg -> (time, NL/Mop, peak RSS MiB, runs)
     for m, g, l in rows5:
-        c, q = g5.get((m, g, l, "classic"), []), g5.get((m, g, l, "sheaves"), [])
-        if not c or not q:
-            continue
-        tc, tq = med(x["time_s"] for x in c), med(x["time_s"] for x in q)
-        nc = med(float(x["node_lock"]) / float(x["ops"]) * 1e6 for x in c)
-        nq = med(float(x["node_lock"]) / float(x["ops"]) * 1e6 for x in q)
-        rc, rq = med(x["maxrss_kib"] for x in c) / 1024, med(x["maxrss_kib"] for x in q) / 1024
-        res5[(m, g, l)] = (tc, tq, nc, nq)
-        out(f"| {m} | {g} | {l} | {tc:.3f} | {tq:.3f} | {pct(tc, tq):+.1f} % | {nc:.1f} | {nq:.1f} | "
-            f"{pct(nc, nq):+.1f} % | {rc:.1f} | {rq:.1f} |")
+        for c in cfgs5:
+            xs = g5.get((m, g, l, c), [])
+            if xs:
+                res5.setdefault((m, g, l), {})[c] = (
+                    med(x["time_s"] for x in xs),
+                    med(float(x["node_lock"]) / float(x["ops"]) * 1e6 for x in xs),
+                    med(x["maxrss_kib"] for x in xs) / 1024, len(xs))
+    nreps5 = max(v[3] for d in res5.values() for v in d.values())
+    out("## 5. The 2010 table: uhackbench in every per-CPU mode")
     out()
-    out("In the 2010 thread's form (time in seconds, smaller is better; NL/Mop in brackets):")
+    out("Lameter's SLAB/SLUB/SLUB+Q hackbench table (2010 queuing thread) scaled to this machine: threads, "
+        "20 senders + 20 receivers per group, 100-byte messages, ring transport, 1/10/100 groups. Each column is "
+        "a per-CPU mode, `USLAB_OPTIONS=slub_cpu_mode=NAME`: " +
+        ", ".join(mode_label(c) for c in cfgs5) +
+        ("" if "slab" in cfgs5 else "; no slab (SLAB) column: this build does not take slub_cpu_mode=slab") + ". "
+        "cache mode: one uslab cache (`uhackbench-msg`), node-lock count of that cache as uhackbench prints it; "
+        "malloc mode: `LD_PRELOAD=libuslab-malloc.so`, node-lock count summed over every cache, from "
+        "`uslabinfo run --json` (which asks the process for a snapshot every 200 ms, in every arm). "
+        "Ops = allocations + frees = 2 x groups x 20 x 20 x loops; NL/Mop = node-lock (node list lock) "
+        f"acquisitions per million operations. The modes run interleaved, in an order that rotates from one "
+        f"repetition to the next; medians of {nreps5} run(s); % = (mode - {ref5}) / {ref5}.")
+    out()
+
+    def table5(title, idx, fmt, with_pct):
+        out(title)
+        out()
+        hdr = "| mode | groups | loops | " + " | ".join(mode_label(c) for c in cfgs5)
+        if with_pct:
+            hdr += " | " + " | ".join(f"{c} %" for c in others5)
+        out(hdr + " |")
+        out("|---|--:|--:|" + "--:|" * (len(cfgs5) + (len(others5) if with_pct else 0)))
+        for (m, g, l), d in res5.items():
+            cells = [fmt(d[c][idx]) if c in d else "-" for c in cfgs5]
+            if with_pct:
+                cells += [f"{pct(d[ref5][idx], d[c][idx]):+.1f} %" if c in d and ref5 in d else "-" for c in others5]
+            out(f"| {m} | {g} | {l} | " + " | ".join(cells) + " |")
+        out()
+    table5("Time (s), smaller is better:", 0, lambda v: f"{v:.3f}", True)
+    table5("Node-lock acquisitions per million operations (NL/Mop):", 1, lambda v: f"{v:.1f}", True)
+    table5("Peak RSS (MiB, the whole process):", 2, lambda v: f"{v:.1f}", False)
+    out(f"In the 2010 thread's form (time in seconds, smaller is better; % against {ref5}):")
     out()
     out("```")
-    out(f"{'Groups':>6s} {'NR':>6s} {'Mode':>7s} {'Classic':>9s} {'Sheaves':>9s} {'%':>5s}"
-        f"   {'(NL/Mop classic':>16s} {'sheaves)':>9s}")
-    out("-" * 76)
-    for (m, g, l), (tc, tq, nc, nq) in res5.items():
-        out(f"{g:6d} {l:6d} {m:>7s} {tc:9.3f} {tq:9.3f} {pct(tc, tq):+5.0f}   ({nc:15.1f} {nq:8.1f})")
+    heads = [c if KERNEL_NAME.get(c, c) == c else KERNEL_NAME[c] + "/" + c for c in cfgs5]
+    out(f"{'Groups':>6s} {'NR':>6s} {'Mode':>6s} " + " ".join(f"{h:>15s}" for h in heads) +
+        " " + " ".join(f"{'% ' + c:>9s}" for c in others5))
+    out("-" * (21 + 16 * len(cfgs5) + 10 * len(others5)))
+    for (m, g, l), d in res5.items():
+        out(f"{g:6d} {l:6d} {m:>6s} " + " ".join(f"{d[c][0]:15.3f}" if c in d else f"{'-':>15s}" for c in cfgs5) +
+            " " + " ".join(f"{pct(d[ref5][0], d[c][0]):+9.0f}" if c in d and ref5 in d else f"{'-':>9s}"
+                           for c in others5))
     out("```")
     out()
     if plt and res5:
-        fig, ax = plt.subplots(len(modes), 2, figsize=(10, 3.6 * len(modes)), squeeze=False)
-        w = 0.38
+        fig, ax = plt.subplots(len(modes), 2, figsize=(12, 3.8 * len(modes)), squeeze=False)
+        w = 0.8 / len(cfgs5)
         for i, m in enumerate(modes):
-            ks = [k for k in res5 if k[0] == m]
-            ks.sort(key=lambda k: k[1])
+            ks = sorted((k for k in res5 if k[0] == m), key=lambda k: k[1])
             x = range(len(ks))
             labels = [f"{k[1]} ({k[2]})" for k in ks]
-            for j, (what, a, b) in enumerate((("time (s), median", 0, 1), ("node-lock acquisitions per Mop", 2, 3))):
+            for j, (what, idx) in enumerate((("time (s), median, log scale", 0), ("node-lock acquisitions per Mop", 1))):
                 axx = ax[i][j]
-                axx.bar([v - w / 2 for v in x], [res5[k][a] for k in ks], w, label="classic")
-                axx.bar([v + w / 2 for v in x], [res5[k][b] for k in ks], w, label="sheaves")
+                for n, c in enumerate(cfgs5):
+                    axx.bar([v + (n - (len(cfgs5) - 1) / 2) * w for v in x],
+                            [res5[k][c][idx] if c in res5[k] else 0 for k in ks], w,
+                            label=mode_label(c))
                 axx.set_xticks(list(x), labels)
                 axx.set_xlabel("groups (loops)")
                 axx.set_ylabel(what)
                 if j == 0:
                     axx.set_yscale("log")
                 axx.set_title(f"uhackbench {m} mode: {'time' if j == 0 else 'node lock'}")
-                axx.legend(fontsize=8)
+                axx.legend(fontsize=7)
         png(fig, 5)
 
 # ---------------------------------------------------------------- 6
