@@ -35,7 +35,10 @@
  *
  * Output:
  *   RESULT alloc1_ns=.. free_ns=.. alloc2_ns=.. maxrss_kib=..
- *   stats: ... (exp_cold_cache only; per phase: NODE_LOCK, SHEAF_FLUSH, ...)
+ *   stats: ... (exp_cold_cache only; per phase: NODE_LOCK, SHEAF_FLUSH, ... and
+ *          the mode-independent totals allocs, allocs_fast, frees, frees_fast)
+ * exp_cold_cache's first line names the cache's cpu_mode ("cpu_mode 2 (home)"):
+ * USLAB_OPTIONS=slub_cpu_mode=NAME picks it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -108,12 +111,30 @@ static __attribute__((noinline)) void free_phase(void **v, unsigned long n)
 
 #ifdef COLD_CACHE
 enum { EV_NODE_LOCK, EV_SHEAF_FLUSH, EV_SHEAF_REFILL, EV_BARN_PUT, EV_BARN_GET, EV_ALLOC_SLAB, EV_FREE_SLAB,
-       EV_FREE_SLOW, EV_ALLOC_SLOW, NEV };
+       EV_FREE_SLOW, EV_ALLOC_SLOW, EV_FREE_REMOTE, EV_FLUSH_FREE_LIST, EV_FLUSH_FREE_LIST_OBJECTS, EV_SLAB_OWN,
+       EV_SLAB_DISOWN, EV_CPU_PARTIAL_FREE, EV_CPU_PARTIAL_DRAIN, NEV };
 static const char *ev_name[NEV] = { "NODE_LOCK", "SHEAF_FLUSH", "SHEAF_REFILL", "BARN_PUT", "BARN_GET",
-				    "ALLOC_SLAB", "FREE_SLAB", "FREE_SLOWPATH", "ALLOC_SLOWPATH" };
+				    "ALLOC_SLAB", "FREE_SLAB", "FREE_SLOWPATH", "ALLOC_SLOWPATH", "FREE_REMOTE",
+				    "FLUSH_FREE_LIST", "FLUSH_FREE_LIST_OBJECTS", "SLAB_OWN", "SLAB_DISOWN",
+				    "CPU_PARTIAL_FREE", "CPU_PARTIAL_DRAIN" };
 static const int ev_item[NEV] = { USLAB_STAT_NODE_LOCK, USLAB_STAT_SHEAF_FLUSH, USLAB_STAT_SHEAF_REFILL,
 				  USLAB_STAT_BARN_PUT, USLAB_STAT_BARN_GET, USLAB_STAT_ALLOC_SLAB,
-				  USLAB_STAT_FREE_SLAB, USLAB_STAT_FREE_SLOWPATH, USLAB_STAT_ALLOC_SLOWPATH };
+				  USLAB_STAT_FREE_SLAB, USLAB_STAT_FREE_SLOWPATH, USLAB_STAT_ALLOC_SLOWPATH,
+				  USLAB_STAT_FREE_REMOTE, USLAB_STAT_FLUSH_FREE_LIST,
+				  USLAB_STAT_FLUSH_FREE_LIST_OBJECTS, USLAB_STAT_SLAB_OWN, USLAB_STAT_SLAB_DISOWN,
+				  USLAB_STAT_CPU_PARTIAL_FREE, USLAB_STAT_CPU_PARTIAL_DRAIN };
+/* Then the mode-independent totals of struct uslab_cache_info (version 4):
+ * allocs, allocs_fast, frees, frees_fast. */
+#define NTOT 4
+static const char *tot_name[NTOT] = { "allocs", "allocs_fast", "frees", "frees_fast" };
+
+/* Names of the cpu_mode values (USLAB_CPU_*; 4 is "slab" where the build
+ * has SLAB's arrays). */
+static const char *cpu_mode_name(unsigned long m)
+{
+	static const char *const names[] = { "classic", "sheaves", "home", "slqb", "slab" };
+	return m < sizeof(names) / sizeof(names[0]) ? names[m] : "?";
+}
 
 static void events(uint64_t *out)
 {
@@ -121,11 +142,15 @@ static void events(uint64_t *out)
 	memset(&in, 0, sizeof in);
 	in.version = USLAB_CACHE_INFO_VERSION;
 	if (uslab_cache_get_info(cache, &in)) {
-		memset(out, 0, NEV * sizeof *out);
+		memset(out, 0, (NEV + NTOT) * sizeof *out);
 		return;
 	}
 	for (int e = 0; e < NEV; e++)
 		out[e] = in.events[ev_item[e]];
+	out[NEV + 0] = in.allocs;
+	out[NEV + 1] = in.allocs_fast;
+	out[NEV + 2] = in.frees;
+	out[NEV + 3] = in.frees_fast;
 }
 #endif
 
@@ -164,10 +189,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	lo = hi = size;
-	unsigned long cap = 0;
+	unsigned long cap = 0, mode = 0;
 	uslab_cache_tune_get(cache, "sheaf_capacity", &cap);
-	printf("exp_cold: uslab cache API, %lu objects of %lu bytes, sheaf_capacity %lu, touch %d\n", n, size, cap,
-	       touch);
+	uslab_cache_tune_get(cache, "cpu_mode", &mode);
+	printf("exp_cold: uslab cache API, %lu objects of %lu bytes, cpu_mode %lu (%s), sheaf_capacity %lu, "
+	       "touch %d\n", n, size, mode, cpu_mode_name(mode), cap, touch);
 #else
 	printf("exp_cold: malloc, %lu objects of %lu .. %lu bytes, touch %d\n", n, lo, hi, touch);
 #endif
@@ -180,7 +206,7 @@ int main(int argc, char **argv)
 		sz2[i] = (uint16_t)(lo + rnd(&s) % (hi - lo + 1));
 
 #ifdef COLD_CACHE
-	uint64_t e0[NEV], e1[NEV], e2[NEV], e3[NEV];
+	uint64_t e0[NEV + NTOT], e1[NEV + NTOT], e2[NEV + NTOT], e3[NEV + NTOT];
 	events(e0);
 #endif
 	double t0 = now_ns();
@@ -218,8 +244,9 @@ int main(int argc, char **argv)
 	const char *phase[3] = { "alloc1", "free", "alloc2" };
 	for (int p = 0; p < 3; p++) {
 		printf("stats: %s", phase[p]);
-		for (int e = 0; e < NEV; e++)
-			printf(" %s=%llu", ev_name[e], (unsigned long long)(to[p][e] - from[p][e]));
+		for (int e = 0; e < NEV + NTOT; e++)
+			printf(" %s=%llu", e < NEV ? ev_name[e] : tot_name[e - NEV],
+			       (unsigned long long)(to[p][e] - from[p][e]));
 		printf("\n");
 	}
 #endif

@@ -36,10 +36,13 @@
 #    HB2010_MODES ("cache malloc") and HB2010_CPU_MODES ("slab classic
 #    sheaves slqb home") pick the uhackbench and per-CPU modes.
 # 6. exp_cold: 1,000,000 objects of 64..256 B allocated, freed in random
-#    order, allocated again: ns per free and per allocation, for uslab
-#    classic and sheaves (malloc through LD_PRELOAD, and the cache API on a
-#    128-byte cache), glibc and mimalloc; allocations writing the object's
-#    first 8 bytes (touch 1) and not (touch 0).
+#    order, allocated again: ns per free and per allocation, for uslab in
+#    every per-CPU mode the build takes (slab, classic, sheaves, slqb, home;
+#    COLD_CPU_MODES to pick), through malloc (LD_PRELOAD of
+#    libuslab-malloc.so, USLAB_OPTIONS=slub_cpu_mode=NAME) and through the
+#    cache API on a 128-byte cache; glibc and mimalloc (malloc, LD_PRELOAD);
+#    allocations writing the object's first 8 bytes (touch 1) and not
+#    (touch 0).
 # 7. sheaf_capacity sweep: slub_sheaf_capacity=N for N in SWEEP_CAPS
 #    (default "0 8 16 32 61 128 256 default"; 0 is classic mode, default the
 #    per-cache capacities) on uhackbench (cache mode, 10 groups) and on
@@ -61,8 +64,9 @@
 # --quick: small sizes and 1 repetition, for a smoke test (about 30 s for
 # all seven on a quiet 2-vCPU machine).
 # Full runs on a 2-vCPU machine: 1-4 about 1 min, 5 about 6-10 min (4 per-CPU
-# modes x cache and malloc mode x 7; a fifth mode, slab, adds a quarter), 6 about
-# 1.5 min, 7 about 6-8 min (about half of it peers.sh's largealloc under uslab).
+# modes x cache and malloc mode x 7; a fifth mode, slab, adds a quarter), 6
+# about 3-4 min (10 configurations x touch 1/0 x 7; 12 with slab), 7 about
+# 6-8 min (about half of it peers.sh's largealloc under uslab).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -114,6 +118,7 @@ fi
 HB10_ROWS=${HB2010_ROWS:-$HB10_ROWS_DEF}
 HB10_MODES=${HB2010_MODES:-"cache malloc"}
 HB10_CPU_MODES=${HB2010_CPU_MODES:-"slab classic sheaves slqb home"}
+COLD_CPU_MODES=${COLD_CPU_MODES:-"slab classic sheaves slqb home"}
 SWEEP_CAPS=${SWEEP_CAPS:-"0 8 16 32 61 128 256 default"}
 SWEEP_WORKLOADS=${SWEEP_WORKLOADS:-}
 GROUPS_LIST="1 5 10 20"
@@ -329,34 +334,47 @@ fi
 
 # ---------------------------------------------------------------- 6. cold objects
 if [[ " $only " == *" 6 "* ]]; then
-	echo "config,touch,rep,objects,alloc1_ns,free_ns,alloc2_ns,maxrss_kib,free_node_lock,alloc2_node_lock" >"$DATA/exp6.csv"
-	cold_cfgs="malloc-classic malloc-sheaves glibc"
+	echo "config,touch,rep,objects,alloc1_ns,free_ns,alloc2_ns,maxrss_kib,free_node_lock,alloc2_node_lock,free_fast_pct,alloc2_fast_pct" >"$DATA/exp6.csv"
+	cold_modes=""
+	for m in $COLD_CPU_MODES; do
+		if uslab_mode_taken "$m"; then cold_modes="$cold_modes $m"; else log "== 6. cpu_mode $m left out: this build does not take slub_cpu_mode=$m"; fi
+	done
+	cold_cfgs=""
+	for m in $cold_modes; do cold_cfgs="$cold_cfgs malloc-$m"; done
+	cold_cfgs="$cold_cfgs glibc"
 	if [ -e "$MIMALLOC_LIB" ]; then cold_cfgs="$cold_cfgs mimalloc"; else log "== 6. $MIMALLOC_LIB missing (Debian libmimalloc2.0): no mimalloc column"; fi
-	cold_cfgs="$cold_cfgs cache-classic cache-sheaves"
+	for m in $cold_modes; do cold_cfgs="$cold_cfgs cache-$m"; done
 	read -r -a cc <<<"$cold_cfgs"
-	log "== 6. exp_cold, $COLD_OBJS objects, ${#cc[@]} configurations x touch 1/0 x $COLD_REPS"
+	log "== 6. exp_cold, $COLD_OBJS objects, ${#cc[@]} configurations (${cc[*]}) x touch 1/0 x $COLD_REPS"
 	for ((r = 0; r < COLD_REPS; r++)); do
 		for touch in 1 0; do
-			printf ' rep %d touch %d:' "$((r + 1))" "$touch" >&2
-			for ((k = 0; k < ${#cc[@]}; k++)); do
+			printf ' rep %d touch %d (ns per free/alloc again):' "$((r + 1))" "$touch" >&2
+			for ((k = 0; k < ${#cc[@]}; k++)); do   # the order rotates from one repetition to the next
 				cfg=${cc[$(((k + r) % ${#cc[@]}))]}
 				pre="" opts="" exe=$BUILD/bench/exp_cold
 				case $cfg in
-				malloc-classic) pre=$MALLOC_LIB; opts="slub_sheaf_capacity=0" ;;
-				malloc-sheaves) pre=$MALLOC_LIB ;;
+				malloc-*) pre=$MALLOC_LIB; opts="slub_cpu_mode=${cfg#malloc-}" ;;
 				mimalloc) pre=$MIMALLOC_LIB ;;
-				cache-classic) exe=$BUILD/bench/exp_cold_cache; opts="slub_sheaf_capacity=0" ;;
-				cache-sheaves) exe=$BUILD/bench/exp_cold_cache ;;
+				cache-*) exe=$BUILD/bench/exp_cold_cache; opts="slub_cpu_mode=${cfg#cache-}" ;;
 				esac
 				envs=(USLAB_OPTIONS="$opts")
 				[ -n "$pre" ] && envs+=(LD_PRELOAD="$pre")
 				out=$(env -u LD_PRELOAD "${envs[@]}" "$exe" --objects "$COLD_OBJS" --touch "$touch" 2>&1) ||
 					{ log "$out"; exit 1; }
+				if grep -q 'USLAB_OPTIONS: ignoring' <<<"$out"; then log "$out"; log "experiments.sh: uslab ignored $opts"; exit 1; fi
+				case $cfg in
+				cache-*) grep -q "cpu_mode [0-9]* (${cfg#cache-})," <<<"$out" ||
+					{ log "$out"; log "experiments.sh: the cache did not run mode ${cfg#cache-}"; exit 1; } ;;
+				esac
 				line=$(grep '^RESULT' <<<"$out")
 				v() { sed -n "s/.*[ ]$1=\([0-9.]*\).*/\1/p" <<<"$line"; }
 				fnl=$(sed -n 's/^stats: free .*NODE_LOCK=\([0-9]*\).*/\1/p' <<<"$out")
 				anl=$(sed -n 's/^stats: alloc2 .*NODE_LOCK=\([0-9]*\).*/\1/p' <<<"$out")
-				echo "$cfg,$touch,$r,$COLD_OBJS,$(v alloc1_ns),$(v free_ns),$(v alloc2_ns),$(v maxrss_kib),$fnl,$anl" >>"$DATA/exp6.csv"
+				ffp=$(awk '/^stats: free / { for (i = 3; i <= NF; i++) { split($i, kv, "="); e[kv[1]] = kv[2] }
+					if (e["frees"] > 0) printf "%.1f", 100 * e["frees_fast"] / e["frees"] }' <<<"$out")
+				afp=$(awk '/^stats: alloc2 / { for (i = 3; i <= NF; i++) { split($i, kv, "="); e[kv[1]] = kv[2] }
+					if (e["allocs"] > 0) printf "%.1f", 100 * e["allocs_fast"] / e["allocs"] }' <<<"$out")
+				echo "$cfg,$touch,$r,$COLD_OBJS,$(v alloc1_ns),$(v free_ns),$(v alloc2_ns),$(v maxrss_kib),$fnl,$anl,$ffp,$afp" >>"$DATA/exp6.csv"
 				grep '^stats:' <<<"$out" | sed "s/^/$cfg touch=$touch rep=$r /" >>"$DATA/exp6.stats" || true
 				printf ' %s %s/%s' "$cfg" "$(v free_ns)" "$(v alloc2_ns)" >&2
 			done

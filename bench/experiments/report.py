@@ -368,6 +368,16 @@ if r5:
 r6 = rows("exp6.csv")
 if r6:
     objs = r6[0]["objects"]
+    g6 = defaultdict(list)
+    for r in r6:
+        g6[(r["config"], int(r["touch"]))].append(r)
+    names6 = {k[0] for k in g6}
+    modes6 = mode_order({c.split("-", 1)[1] for c in names6 if c.startswith(("malloc-", "cache-"))})
+    order6 = [f"malloc-{m}" for m in modes6] + ["glibc", "mimalloc", "jemalloc", "tcmalloc"] + \
+        [f"cache-{m}" for m in modes6]
+    cfgs6 = [c for c in order6 if c in names6] + sorted(names6 - set(order6))
+    ref6 = "glibc" if "glibc" in names6 else None
+    nreps6 = max(len(v) for v in g6.values())
     out("## 6. Cold objects: allocate, free in random order, allocate again")
     out()
     out(f"One thread: {int(objs):,} allocations of 64..256 bytes (uniform, fixed seed), then all freed in a "
@@ -375,34 +385,41 @@ if r6:
         "cold object), then as many allocations again; each phase timed alone, ns per operation. "
         "touch 1: each allocation's first 8 bytes are written in the timed loop (as a program initialising "
         "it); touch 0: the calls alone (the first allocations' objects are written once, untimed, before the "
-        "frees, so no free pays a first page fault). malloc-classic/-sheaves: `LD_PRELOAD=libuslab-malloc.so` with "
-        "`USLAB_OPTIONS=slub_sheaf_capacity=0` / the default; glibc: no preload; mimalloc: "
-        "`LD_PRELOAD=libmimalloc.so.2`; cache-classic/-sheaves: uslab_cache_alloc/free on one 128-byte cache. "
-        "Medians.")
+        "frees, so no free pays a first page fault). malloc-NAME: uslab through malloc, "
+        "`LD_PRELOAD=libuslab-malloc.so` with `USLAB_OPTIONS=slub_cpu_mode=NAME` (" +
+        ", ".join(mode_label(m) for m in modes6) + "); glibc: no preload; mimalloc: "
+        "`LD_PRELOAD=libmimalloc.so.2`; cache-NAME: uslab's cache API, uslab_cache_alloc/free on one 128-byte "
+        "cache in mode NAME (exp_cold_cache). All configurations interleaved, in an order that rotates from one "
+        f"repetition to the next; medians of {nreps6} run(s)" +
+        (f"; x{ref6} = ratio to {ref6}'s median (touch 1)" if ref6 else "") +
+        ". NODE_LOCK and fast % (share of the frees / allocations the mode's fast path did: "
+        "allocs_fast / allocs of uslab_cache_info) for the cache API only.")
     out()
-    g6 = defaultdict(list)
-    for r in r6:
-        g6[(r["config"], int(r["touch"]))].append(r)
-    order6 = ["malloc-classic", "malloc-sheaves", "glibc", "mimalloc", "jemalloc", "tcmalloc",
-              "cache-classic", "cache-sheaves"]
-    cfgs6 = [c for c in order6 if any(k[0] == c for k in g6)] + \
-        sorted({k[0] for k in g6} - set(order6))
-    out("| configuration | free (ns) | alloc again (ns) | free, touch 0 run (ns) | alloc again, no touch (ns) "
-        "| first alloc (ns) | peak RSS (MiB) | NODE_LOCK in free / alloc again |")
-    out("|---|--:|--:|--:|--:|--:|--:|--:|")
+    xr = f" x{ref6} |" if ref6 else ""
+    out(f"| configuration | free (ns) |{xr} alloc again (ns) |{xr} free, touch 0 run (ns) | "
+        "alloc again, no touch (ns) | first alloc (ns) | peak RSS (MiB) | NODE_LOCK in free / alloc again | "
+        "fast % free / alloc again |")
+    out("|---|--:|" + ("--:|" if ref6 else "") + "--:|" + ("--:|" if ref6 else "") + "--:|--:|--:|--:|--:|--:|")
     plot6 = []
+
+    def m6(xs, f, scale=1.0):
+        return med(x[f] for x in xs) / scale if xs else float("nan")
     for c in cfgs6:
         t1, t0 = g6.get((c, 1), []), g6.get((c, 0), [])
-
-        def m6(xs, f, scale=1.0):
-            return med(x[f] for x in xs) / scale if xs else float("nan")
-        nl = ""
+        nl = fast = ""
         if t1 and t1[0]["free_node_lock"] != "":
             nl = f"{m6(t1, 'free_node_lock'):.0f} / {m6(t1, 'alloc2_node_lock'):.0f}"
+        if t1 and t1[0].get("free_fast_pct", "") != "":
+            fast = f"{m6(t1, 'free_fast_pct'):.1f} / {m6(t1, 'alloc2_fast_pct'):.1f}"
         row = (m6(t1, "free_ns"), m6(t1, "alloc2_ns"), m6(t0, "free_ns"), m6(t0, "alloc2_ns"))
         plot6.append((c,) + row)
-        out(f"| {c} | {row[0]:.1f} | {row[1]:.1f} | {row[2]:.1f} | {row[3]:.1f} | {m6(t1, 'alloc1_ns'):.1f} | "
-            f"{m6(t1, 'maxrss_kib', 1024):.1f} | {nl} |")
+        rf = ra = ""
+        if ref6:
+            b = g6.get((ref6, 1), [])
+            rf = f" {row[0] / m6(b, 'free_ns'):.2f} |" if b else " - |"
+            ra = f" {row[1] / m6(b, 'alloc2_ns'):.2f} |" if b else " - |"
+        out(f"| {c} | {row[0]:.1f} |{rf} {row[1]:.1f} |{ra} {row[2]:.1f} | {row[3]:.1f} | {m6(t1, 'alloc1_ns'):.1f} | "
+            f"{m6(t1, 'maxrss_kib', 1024):.1f} | {nl} | {fast} |")
     out()
     st = os.path.join(data_dir, "exp6.stats")
     if os.path.exists(st):
