@@ -62,7 +62,7 @@ static bool part_holds(struct cpu_cache *c)
 {
 	return __atomic_load_n(&c->n, __ATOMIC_RELAXED) || atomic_load_explicit(&c->spare_n, memory_order_relaxed) ||
 	       __atomic_load_n(&c->slab, __ATOMIC_RELAXED) || __atomic_load_n(&c->partial, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&c->own_slabs, __ATOMIC_RELAXED) || atomic_load_explicit(&c->inbox, memory_order_relaxed);
+	       atomic_load_explicit(&c->own_slabs, memory_order_relaxed) || atomic_load_explicit(&c->inbox, memory_order_relaxed);
 }
 
 /*

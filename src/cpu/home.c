@@ -47,6 +47,10 @@
  *     the owner (or a detacher under cache_mutex) takes it, by exchange
  *     (acquire). Objects in an inbox or a batch count as in use to their
  *     slab until they are routed.
+ *   - c->stash (empty owned slabs): the owner pushes by CAS (release) and
+ *     pops by exchange, storing the rest back (release); a decay pass
+ *     (cache_mutex) takes it whole by exchange (acquire) and gives the
+ *     slabs back. Only the owner adds, so an exchange sees whole links.
  *   - slab->owner, slab->otag: stored by the owner when it takes or gives
  *     up a slab (relaxed); read relaxed by remote freers. A stale read is
  *     harmless: it sends the object to the old owner's inbox, and whoever
@@ -218,15 +222,21 @@ static void stash_push(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 	atomic_fetch_add_explicit(&c->stash_n, 1, memory_order_relaxed);
 }
 
-/* The owner takes one empty slab off its stash, or NULL. */
+/* The owner takes one empty slab off its stash, or NULL. It takes the
+ * whole stack by exchange, as a drainer does, and puts the rest back: a
+ * pop by compare-and-swap would read the top's link while a drainer that
+ * took the stack may be rewriting it. Only the owner pushes, so nothing
+ * comes in between (a drainer meanwhile finds the stash empty). */
 static struct slab *stash_pop(struct cpu_cache *c)
 {
-	struct slab *d = atomic_load_explicit(&c->stash, memory_order_acquire);
-	while (d && !atomic_compare_exchange_weak_explicit(&c->stash, &d, d->next, memory_order_acquire,
-							 memory_order_acquire))
-		;
-	if (d)
-		atomic_fetch_sub_explicit(&c->stash_n, 1, memory_order_relaxed);
+	if (!atomic_load_explicit(&c->stash, memory_order_relaxed))
+		return NULL;
+	struct slab *d = atomic_exchange_explicit(&c->stash, NULL, memory_order_acquire);
+	if (!d)
+		return NULL;
+	if (d->next)
+		atomic_store_explicit(&c->stash, d->next, memory_order_release);
+	atomic_fetch_sub_explicit(&c->stash_n, 1, memory_order_relaxed);
 	return d;
 }
 

@@ -109,7 +109,7 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 		if (__atomic_load_n(&c->slab, __ATOMIC_RELAXED))
 			info->cpu_slabs++;
 		info->cpu_parts++;
-		info->owned_slabs += __atomic_load_n(&c->own_slabs, __ATOMIC_RELAXED);
+		info->owned_slabs += atomic_load_explicit(&c->own_slabs, memory_order_relaxed);
 		info->sheaf_objects += __atomic_load_n(&c->n, __ATOMIC_RELAXED) +
 				       atomic_load_explicit(&c->spare_n, memory_order_relaxed);
 	}
