@@ -380,8 +380,9 @@ struct uslab_cache_info {
 	unsigned hiwater;          /* slqb: queue bound (tunable "hiwater") */
 	uint64_t owned_slabs;      /* home, slqb: slabs CPU parts own now */
 	/* Totals, whatever the mode: every allocation and free the program made
-	 * through the cache (single, bulk, any path; KFENCE-sampled objects are
-	 * in active_objects only), and of those the ones the fast paths did.
+	 * through the cache (single, bulk, any path; a KFENCE sample counts as a
+	 * slow-path allocation and its free as a slow-path or bulk free), and
+	 * of those the ones the fast paths did.
 	 * allocs_fast = ALLOC_FASTPATH + ALLOC_PCS, allocs = that + ALLOC_SLOWPATH
 	 * + ALLOC_BULK; frees likewise. */
 	uint64_t allocs, allocs_fast, frees, frees_fast;
@@ -403,9 +404,10 @@ USLAB_API int uslab_cache_get_info(struct uslab_cache *cache, struct uslab_cache
  * Versions of struct uslab_process_info (fill `version` with the one your
  * code was compiled against; the library fills exactly that layout):
  *   1: up to and including rss_bytes;
- *   2: adds the KFENCE fields (USLAB_OPTIONS=kfence: sampled guard pages).
+ *   2: adds the KFENCE fields (sampled guard pages);
+ *   3: adds kfence_ms and kfence_pool_bytes (sampling by time, the default).
  */
-#define USLAB_PROCESS_INFO_VERSION 2
+#define USLAB_PROCESS_INFO_VERSION 3
 
 /* The page allocator's view of the whole process. Fill `version`. */
 struct uslab_process_info {
@@ -417,15 +419,21 @@ struct uslab_process_info {
 	uint64_t free_blocks[10];  /* free page blocks by order 0..9 */
 	uint64_t rss_bytes;        /* resident set size of the process */
 	/* ---- version 2: KFENCE ---- */
-	unsigned kfence_interval;  /* about one allocation in this many is sampled; 0: off */
+	unsigned kfence_interval;  /* about one allocation in this many is sampled (kfence=N); 0: off;
+	                            * UINT_MAX: one every kfence_ms (the default) */
 	unsigned kfence_slots;     /* objects the guarded pool holds (0: no pool) */
 	uint64_t kfence_allocs;    /* allocations placed in the pool since the start */
 	uint64_t kfence_missed;    /* samples allocated normally (pool full, object above a
 	                            * page, debug cache) */
 	uint64_t kfence_in_use;    /* pool objects allocated now */
 	uint64_t kfence_reports;   /* KFENCE reports made (misuse found) */
+	/* ---- version 3 ---- */
+	unsigned kfence_ms;        /* sampling by time: ms between samples (0: not by time) */
+	uint64_t kfence_pool_bytes;/* bytes the pool maps (its data and guard pages and its slots'
+	                            * metadata; 0 until the first sample maps it); not in
+	                            * mapped_bytes, which counts the page allocator's segments */
 };
-/* Returns 0, or -1 with errno EINVAL (NULL, or a version not 1 or 2). */
+/* Returns 0, or -1 with errno EINVAL (NULL, or a version not 1 to 3). */
 USLAB_API int uslab_process_get_info(struct uslab_process_info *info);
 
 /* Forms of uslab_stats_print() (`opts`); one of the first three, plus

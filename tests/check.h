@@ -343,6 +343,22 @@ static inline uint64_t cache_active(struct uslab_cache *c)
 	return info.active_objects;
 }
 
+/* Objects in KFENCE's pool now (every cache): KFENCE is on by default,
+ * and a sampled object is live but in no slab. */
+static inline uint64_t kfence_in_use(void)
+{
+	struct uslab_process_info pi = { .version = USLAB_PROCESS_INFO_VERSION };
+	CHECK(uslab_process_get_info(&pi) == 0);
+	return pi.kfence_in_use;
+}
+/* KFENCE samples taken so far (every cache). */
+static inline uint64_t kfence_allocs(void)
+{
+	struct uslab_process_info pi = { .version = USLAB_PROCESS_INFO_VERSION };
+	CHECK(uslab_process_get_info(&pi) == 0);
+	return pi.kfence_allocs;
+}
+
 static inline void cache_info(struct uslab_cache *c, struct uslab_cache_info *info)
 {
 	memset(info, 0, sizeof *info);

@@ -6,7 +6,7 @@
  * not_sampled checks with a debug cache of its own); children re-executed
  * for the handler-chain cases inherit it.
  *
- * options         kfence, kfence=N, kfence=0, kfence_pool=N and bad values;
+ * options         kfence, kfence=N, kfence=0, kfence_ms=M, kfence_pool=N and bad values;
  *                 kfence_next_skip is about N (uniform in [N/2, 3N/2))
  * placement       every allocation of a fresh cache is a pool object; both
  *                 placements occur; alignment, usable size (the size asked
@@ -18,9 +18,9 @@
  *                 moves to grow, keeping its contents
  * pool_full_lru   with the pool full, allocations fall back to the slabs;
  *                 freed slots are reused in the order they were freed
- * stats           uslab_process_get_info version 2 counts; a cache's
- *                 active_objects counts its pool objects; a version 1
- *                 caller's struct is not written past its end; the table
+ * stats           uslab_process_get_info version 3 counts; a cache's
+ *                 active_objects counts its pool objects; version 1 and 2
+ *                 callers' structs are not written past their end; the table
  *                 and JSON show KFENCE
  * reports         each in a child, each report's text checked: use after
  *                 free read and write, out of bounds by one byte on either
@@ -117,8 +117,14 @@ static void test_options(void)
 	struct stderr_capture cap;
 	char buf[2048];
 	stderr_capture_begin(&cap);
+	unsigned ms = kfence_ms;
 	options_parse("kfence");
-	CHECK_EQ(kfence_interval, KFENCE_INTERVAL_DEFAULT);
+	CHECK_EQ(kfence_interval, KFENCE_BY_TIME);
+	options_parse("kfence_ms=250");
+	CHECK_EQ(kfence_ms, 250);
+	options_parse("kfence_ms=0");
+	CHECK_EQ(kfence_ms, 0);
+	kfence_ms = ms;
 	options_parse("kfence=7");
 	CHECK_EQ(kfence_interval, 7);
 	options_parse("kfence=0");
@@ -129,7 +135,7 @@ static void test_options(void)
 	size_t quiet = stderr_capture_end(&cap, buf, sizeof buf);
 	CHECKF(quiet == 0, "good tokens printed: %s", buf);
 	static const char *const bad[] = { "kfence_pool", "kfence=x", "kfence=1000000001", "kfence_pool=65536",
-					   "kfence=-1" };
+					   "kfence=-1", "kfence_ms", "kfence_ms=3600001" };
 	for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		stderr_capture_begin(&cap);
 		options_parse(bad[i]);
@@ -420,7 +426,18 @@ static void test_stats(void)
 	const unsigned char *tail = (const unsigned char *)&v1 + offsetof(struct uslab_process_info, kfence_interval);
 	for (size_t i = 0; i < sizeof v1 - offsetof(struct uslab_process_info, kfence_interval); i++)
 		CHECK(tail[i] == 0xab);
-	v1.version = 3;
+	/* a version 2 caller: nothing past kfence_reports */
+	struct uslab_process_info v2;
+	memset(&v2, 0xab, sizeof v2);
+	v2.version = 2;
+	CHECK(uslab_process_get_info(&v2) == 0);
+	CHECK_EQ(v2.kfence_interval, 1);
+	tail = (const unsigned char *)&v2 + offsetof(struct uslab_process_info, kfence_ms);
+	for (size_t i = 0; i < sizeof v2 - offsetof(struct uslab_process_info, kfence_ms); i++)
+		CHECK(tail[i] == 0xab);
+	CHECK_EQ(b.kfence_ms, 0);   /* kfence=1: by count, not by time */
+	CHECK(b.kfence_pool_bytes >= (2 * (uint64_t)b.kfence_slots + 1) * 4096);
+	v1.version = 4;
 	CHECK(uslab_process_get_info(&v1) == -1 && errno == EINVAL);
 	struct sink *s = calloc(1, sizeof *s);
 	uslab_stats_print(sink_write, s, USLAB_STATS_TABLE);
@@ -428,7 +445,7 @@ static void test_stats(void)
 	s->len = 0;
 	s->buf[0] = 0;
 	uslab_stats_print(sink_write, s, USLAB_STATS_JSON);
-	CHECKF(strstr(s->buf, "\"kfence\":{\"interval\":1,\"slots\":") != NULL, "json:\n%.400s", s->buf);
+	CHECKF(strstr(s->buf, "\"kfence\":{\"interval\":1,\"ms\":0,\"pool_bytes\":") != NULL, "json:\n%.400s", s->buf);
 	free(s);
 }
 

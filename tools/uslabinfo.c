@@ -829,11 +829,15 @@ static void print_totals(const struct target *t)
 	for (int i = 0; i < 10; i++)
 		printf(" %" PRIu64, p->free_blocks[i]);
 	printf("\n");
-	if (p->kfence_interval)
-		printf("KFENCE: 1 in %u sampled: %" PRIu64 " in the pool (%" PRIu64 " now, of %u), %" PRIu64
-		       " missed, %" PRIu64 " reports\n", p->kfence_interval, p->kfence_allocs, p->kfence_in_use,
-		       p->kfence_slots, p->kfence_missed, p->kfence_reports);
-	else
+	if (p->kfence_interval) {
+		if (p->kfence_ms)
+			printf("KFENCE: one sample every %u ms", p->kfence_ms);
+		else
+			printf("KFENCE: 1 in %u sampled", p->kfence_interval);
+		printf(": %" PRIu64 " in the pool (%" PRIu64 " now, of %u; %s mapped), %" PRIu64 " missed, %" PRIu64
+		       " reports\n", p->kfence_allocs, p->kfence_in_use, p->kfence_slots,
+		       size_str(a, sizeof a, p->kfence_pool_bytes), p->kfence_missed, p->kfence_reports);
+	} else
 		printf("KFENCE: off\n");
 }
 
@@ -951,10 +955,10 @@ static void print_json(const struct target *t, bool fresh)
 	       p->segments, p->mapped_bytes, p->used_bytes, p->dirty_bytes, p->rss_bytes);
 	for (int i = 0; i < 10; i++)
 		printf("%s%" PRIu64, i ? "," : "", p->free_blocks[i]);
-	printf("],\"kfence\":{\"interval\":%u,\"slots\":%u,\"allocs\":%" PRIu64 ",\"missed\":%" PRIu64
-	       ",\"in_use\":%" PRIu64 ",\"reports\":%" PRIu64 "}},\"caches\":[",
-	       p->kfence_interval, p->kfence_slots, p->kfence_allocs, p->kfence_missed, p->kfence_in_use,
-	       p->kfence_reports);
+	printf("],\"kfence\":{\"interval\":%u,\"ms\":%u,\"pool_bytes\":%" PRIu64 ",\"slots\":%u,\"allocs\":%" PRIu64
+	       ",\"missed\":%" PRIu64 ",\"in_use\":%" PRIu64 ",\"reports\":%" PRIu64 "}},\"caches\":[",
+	       p->kfence_interval, p->kfence_ms, p->kfence_pool_bytes, p->kfence_slots, p->kfence_allocs,
+	       p->kfence_missed, p->kfence_in_use, p->kfence_reports);
 	const struct uslab_cache_info **v = calloc(t->n + 1, sizeof *v);
 	size_t n = select_caches(t, v, true);
 	for (size_t i = 0; i < n; i++) {

@@ -232,7 +232,7 @@ static NOINLINE void free_bulk_general(struct uslab_cache *named, struct uslab_c
 			struct slab *slab = page_obj_slab(x);
 			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
 				if (kfence_owns(x)) {   /* a sampled object (from a single allocation) */
-					kfence_free(x, named, __builtin_return_address(0));
+					kfence_free(x, named, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
 					continue;
 				}
 				slab_bad_free(named, slab, x, "invalid free");

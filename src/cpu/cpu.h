@@ -25,6 +25,26 @@ static inline void cpu_tick(uint64_t *ctr)
 	__atomic_store_n(ctr, __atomic_load_n(ctr, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 #endif
 }
+/* cpu_tick() for the allocation counters, which also time KFENCE's look at
+ * the clock: true once in 65,536 ticks, when the count's low 16 bits wrap
+ * (the flags of the add itself: no load, one branch that is almost never
+ * taken). The 16-bit add leaves the carry out; the caller's unlikely path
+ * adds it, so a reader on another thread may see the count 65,536 short
+ * for the few instructions between. */
+static inline bool cpu_tick_alloc(uint64_t *ctr)
+{
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+	__asm__ goto("addw $1, %0\n\tje %l[wrapped]" : : "m"(*ctr) : "memory", "cc" : wrapped);
+	return false;
+wrapped:
+	__asm__ volatile("addq $0x10000, %0" : "+m"(*ctr));
+	return true;
+#else
+	uint64_t v = __atomic_load_n(ctr, __ATOMIC_RELAXED) + 1;
+	__atomic_store_n(ctr, v, __ATOMIC_RELAXED);
+	return unlikely(!(v & 0xffff));
+#endif
+}
 static inline uint64_t cpu_ctr(const uint64_t *ctr)
 {
 	return __atomic_load_n(ctr, __ATOMIC_RELAXED);
@@ -359,7 +379,8 @@ struct cpu_tls {
 	 * CPU_TAG_NONE, which no slab carries (unowned slabs carry 0). */
 	uint32_t tag;
 	unsigned nslots;           /* 0 until the thread's first slow path */
-	uint32_t kf_left;          /* allocations until the next KFENCE sample; 0: off (kfence.h) */
+	uint32_t kf_left;          /* KFENCE: kfence=N, allocations until the next sample (0: draw a
+	                            * count); by time, looks since the thread began (kfence.c) */
 	bool dead;                 /* exiting: no CPU parts any more */
 	bool creating;             /* setting up the thread: no CPU parts yet */
 	struct cpu_thread *thread;
@@ -422,6 +443,21 @@ static inline void cpu_idle(struct cpu_cache *c)
  */
 #include "kfence.h"
 
+/* An allocation slow path's (or a wrapped count's) question to KFENCE: a
+ * sample, or NULL. By time, only every 32nd question of a thread reads the
+ * clock (kfence_alloc_due): a slow path pays an increment and a branch,
+ * and a sample comes at most 32 slow paths late. */
+static inline void *kfence_maybe(struct uslab_cache *s, size_t asked, void *caller)
+{
+	if (likely(kfence_interval == KFENCE_BY_TIME)) {
+		if (likely(++cpu_tls.kf_left & 31))
+			return NULL;
+	} else if (likely(!kfence_interval)) {
+		return NULL;
+	}
+	return kfence_alloc_due(s, asked, caller);
+}
+
 /* Free pointers through the part's copies of the cache's key and offset
  * (fp_mask() above, without loading the cache). */
 static inline void *cpu_fp_get(const struct cpu_cache *c, void *x)
@@ -473,6 +509,14 @@ static inline bool cpu_offset_ok(const struct cpu_cache *c, const struct slab *d
  * the cache, out of line) or a corrupted list (fatal). Pops x then. */
 USLAB_HIDDEN void *cpu_pop_checked(struct uslab_cache *s, struct cpu_cache *c, void *x, void *next);
 
+/* A fast allocation of x from c (popped from main if from_objs, else from
+ * the free list; counted) for cache `named` whose count wrapped: KFENCE's
+ * look at the clock (kfence.h). Returns x, or the sample, with x put back
+ * where it was. Tail-called by the API functions' inline fast paths: its
+ * return address is the API call's (for the sample's report). */
+USLAB_HIDDEN void *cpu_alloc_wrapped(struct uslab_cache *named, struct cpu_cache *c, void *x, bool from_objs,
+				     size_t asked);
+
 /* Pop `freelist` (classic, home, slqb), else main (sheaves): no lock, no
  * atomic read-modify-write. `asked`: the size a kmalloc caller wants, or
  * 0; only debug caches, which never get here, and KFENCE use it. */
@@ -480,8 +524,6 @@ static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_c
 								size_t asked, void *caller)
 {
 	void *x = c->freelist;
-	if (unlikely(cpu_tls.kf_left) && --cpu_tls.kf_left == 0)   /* KFENCE sampling on, and due */
-		return kfence_alloc_slow(s, asked, caller);
 	if (likely(x != NULL)) {
 		void *next = cpu_fp_get(c, x);
 		if (unlikely(!cpu_next_ok(c, next)))
@@ -489,7 +531,8 @@ static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_c
 		c->freelist = next;
 		cpu_order();
 		cpu_fp_scrub(c, x);
-		cpu_tick(&c->alloc_fast);
+		if (unlikely(cpu_tick_alloc(&c->alloc_fast)))
+			return cpu_alloc_wrapped(s, c, x, false, asked);
 		track_alloc(x, s->object_size);
 		return x;
 	}
@@ -497,7 +540,8 @@ static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_c
 	if (likely(n)) {
 		x = c->objs[n - 1];
 		cpu_set_n(c, n - 1);
-		cpu_tick(&c->alloc_pcs);
+		if (unlikely(cpu_tick_alloc(&c->alloc_pcs)))
+			return cpu_alloc_wrapped(s, c, x, true, asked);
 		track_alloc(x, s->object_size);
 		return x;
 	}

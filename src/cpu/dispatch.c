@@ -60,12 +60,16 @@ void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c)
 
 void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked)
 {
+	struct uslab_cache *named = s;   /* KFENCE sizes a sample by the cache asked for */
 	s = cache_root(s);
 	void (*hook)(void) = atomic_load_explicit(&slab_slow_hook, memory_order_relaxed);
 	if (unlikely(hook))
 		hook();
 	if (unlikely(s->debug))
 		return slab_debug_alloc(s, caller, USLAB_STAT_ALLOC_SLOWPATH, asked);
+	void *k = kfence_maybe(named, asked, caller);   /* a sample due (kfence.h) */
+	if (unlikely(k))
+		return k;
 	if (c->cache != s) {
 		c = cpu_get(s);
 		if (!c)
@@ -101,6 +105,28 @@ void *cpu_pop_checked(struct uslab_cache *s, struct cpu_cache *c, void *x, void 
 	slab_bad_freelist(s, x, next);
 }
 
+void *cpu_alloc_wrapped(struct uslab_cache *named, struct cpu_cache *c, void *x, bool from_objs, size_t asked)
+{
+	struct uslab_cache *s = c->cache;
+	void *k = kfence_maybe(named, asked, __builtin_return_address(0));
+	if (likely(!k)) {
+		track_alloc(x, s->object_size);
+		return x;
+	}
+	/* x goes back as if never taken (its count too: the sample is counted
+	 * as the cache's allocation) */
+	if (from_objs) {
+		c->objs[c->n] = x;
+		cpu_set_n(c, c->n + 1);
+		__atomic_store_n(&c->alloc_pcs, cpu_ctr(&c->alloc_pcs) - 1, __ATOMIC_RELAXED);
+	} else {
+		set_freepointer(s, x, c->freelist);
+		c->freelist = x;
+		__atomic_store_n(&c->alloc_fast, cpu_ctr(&c->alloc_fast) - 1, __ATOMIC_RELAXED);
+	}
+	return k;
+}
+
 /* Making a CPU part may fail with ENOMEM; free keeps errno. */
 static struct cpu_cache *free_cpu_get(struct uslab_cache *s)
 {
@@ -116,7 +142,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 	s = cache_root(s);
 	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
 		if (kfence_owns(x)) {   /* a sampled object: outside every segment */
-			kfence_free(x, named, caller);
+			kfence_free(x, named, caller, USLAB_STAT_FREE_SLOWPATH);
 			return;
 		}
 		slab_bad_free(named, slab, x, "invalid free");

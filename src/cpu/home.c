@@ -888,15 +888,15 @@ size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t n
 }
 
 /* One object the lean loop does not take (not a live slab object of the
- * cache, or a KFENCE object): the single free's path, which reports or
- * frees it, counted as a bulk free. */
+ * cache, or a KFENCE object): reported, or freed and counted (a KFENCE
+ * object as a bulk free; the rest by the single free's path). */
 static void bulk_free_one(struct uslab_cache *named, void *x)
 {
 	struct slab *d = page_obj_slab(x);
 	struct uslab_cache *s = cache_root(named);
 	if (page_kind(d) != PK_SLAB || d->cache != s || !slab_obj_valid(s, d, x)) {
 		if (kfence_owns(x)) {
-			kfence_free(x, named, __builtin_return_address(0));
+			kfence_free(x, named, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
 			return;
 		}
 		slab_bad_free(named, d, x, "invalid free");

@@ -56,6 +56,13 @@ __thread struct cpu_tls cpu_tls __attribute__((tls_model("initial-exec"))) = {
 	.tag = CPU_TAG_NONE,
 };
 
+/* No fast paths at all: hardened checks every operation on the slow path,
+ * and kfence=N counts every allocation there. */
+static bool cpu_fast_off(void)
+{
+	return opt.hardened || kfence_counting();
+}
+
 static pthread_key_t cpu_key;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 
@@ -248,19 +255,18 @@ static struct cpu_thread *thread_create(void)
 		return NULL;
 	}
 	cpu_tls.thread = t;
-	if (!opt.hardened) {   /* hardened: the fast paths keep finding cpu_empty */
+	if (!cpu_fast_off()) {   /* hardened, kfence=N: the fast paths keep finding cpu_empty */
 		cpu_tls.kparts = t->kparts;
 		cpu_tls.ksize = t->ksize;
 		cpu_tls.tag = t->tag;
 	}
-	cpu_tls.kf_left = kfence_interval ? kfence_next_skip() : 0;   /* KFENCE sampling starts */
 	return t;
 }
 
 /* The fast paths' view of t's slots (none in hardened mode). */
 static void slots_publish(struct cpu_thread *t)
 {
-	if (opt.hardened)
+	if (cpu_fast_off())
 		return;
 	cpu_tls.slots = t->slots;
 	cpu_tls.nslots = t->nslots;
@@ -395,7 +401,7 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 			return NULL;
 		}
 		t->slots[s->id] = c;
-		if (s->id < CPU_TLS_FAST && !opt.hardened)
+		if (s->id < CPU_TLS_FAST && !cpu_fast_off())
 			cpu_tls.fast[s->id] = c;
 	}
 	/* A new part, one left by an exited thread, or one left by a destroyed

@@ -11,7 +11,7 @@
  * kfence_owns() (one subtraction and a compare) before they would report an
  * invalid free.
  *
- * A sampled object (kfence_alloc_slow) takes the free slot freed longest
+ * A sampled object (kfence_alloc_due) takes the free slot freed longest
  * ago (slots never used first), so that a freed object stays inaccessible
  * for as long as the pool allows. Its data page is made accessible and
  * filled with the canary (KFENCE's pattern: 0xaa ^ (address & 7)); the
@@ -34,8 +34,11 @@
  * the canary; then the data page is made inaccessible until the slot is
  * used again.
  *
- * Faults. A SIGSEGV handler, installed once by kfence_init() when sampling
- * is on, looks at the fault address: inside the pool it is a KFENCE access
+ * The pool is mapped, and the fault handler installed, by the first
+ * sample (kfence=N: by kfence_init()), so a process that ends before its
+ * first kfence_ms pays for neither.
+ *
+ * Faults. The SIGSEGV handler looks at the fault address: inside the pool it is a KFENCE access
  * (a data page: use after free; a guard page: out of bounds of the live
  * object nearest to it). The report names the access (read or write: the
  * page-fault error code on x86-64), its offset from the object, the
@@ -94,8 +97,10 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-unsigned kfence_interval;
+unsigned kfence_interval = KFENCE_BY_TIME;   /* on by default */
+unsigned kfence_ms = KFENCE_MS_DEFAULT;
 unsigned kfence_pool_objects;
+_Atomic uint64_t kfence_due = UINT64_MAX;
 
 #define KF_DEPTH   16          /* frames kept of each stack */
 #define ST_FREE    0ULL        /* slot state (low 2 bits of the state word) */
@@ -128,7 +133,12 @@ struct kf_meta {
 /* One state struct: the pool, its slots, the handler we chain to, counters. */
 static struct {
 	uintptr_t start;            /* first byte of the pool (a guard page); 0: no pool */
-	size_t size;                /* bytes of the pool; 0: no pool (kfence_owns is false) */
+	/* bytes of the pool; 0: no pool (kfence_owns is false). Stored last,
+	 * with release, when the first sample maps the pool: a thread that
+	 * loads it (acquire) sees the rest; a pool pointer reaches a free
+	 * only through its allocation, which comes after the store. */
+	_Atomic size_t size;
+	_Atomic int mapped;         /* the pool: 0 not yet, 1 being mapped, 2 ready, 3 failed */
 	unsigned nr;                /* object slots */
 	_Atomic uint64_t *state;    /* per slot: SEQ << 2 | ST_* (its own array: the scan reads it alone) */
 	struct kf_meta *meta;       /* per slot */
@@ -425,7 +435,7 @@ static void segv_handler(int sig, siginfo_t *si, void *ctx)
 {
 	int e = errno;
 	uintptr_t a = (uintptr_t)si->si_addr;
-	if (si->si_code > 0 && a - kf.start < kf.size && pool_fault(a, ctx)) {
+	if (si->si_code > 0 && kfence_owns((void *)a) && pool_fault(a, ctx)) {
 		errno = e;
 		return;
 	}
@@ -455,8 +465,73 @@ static bool install_handler(void)
 
 /* ---- init ------------------------------------------------------------------------ */
 
+/* Map the pool and install the handler: once, by the first sample (or
+ * kfence_init for kfence=N). False: no pool (now, or ever). */
+static bool pool_map(void)
+{
+	int st = atomic_load_explicit(&kf.mapped, memory_order_acquire);
+	if (likely(st == 2))
+		return true;
+	if (st != 0 || !atomic_compare_exchange_strong_explicit(&kf.mapped, &st, 1, memory_order_acquire,
+								 memory_order_acquire))
+		return false;   /* another thread is mapping it (this sample goes to the slabs), or it failed */
+	unsigned nr = kfence_pool_objects ? kfence_pool_objects : KFENCE_POOL_DEFAULT;
+	size_t size = (2 * (size_t)nr + 1) * PAGE_SIZE;
+	size_t msize = ALIGN_UP(nr * (sizeof(struct kf_meta) + sizeof(uint64_t)) + nr + 1, PAGE_SIZE);
+	char *pool = os_map_aligned(size, PAGE_SIZE);
+	char *m = pool ? os_map_aligned(msize, PAGE_SIZE) : NULL;
+	const char *why = NULL;
+	bool again = false;   /* memory short now: try again at the next sample */
+	if (!m || mprotect(pool, size, PROT_NONE)) {
+		why = "cannot map a pool of objects";
+		again = true;
+	} else {
+		kf.state = (_Atomic uint64_t *)m;   /* fresh mapping: every slot free, never used */
+		kf.meta = (struct kf_meta *)(m + nr * sizeof(uint64_t));
+		kf.guard_open = (_Atomic uint8_t *)(m + nr * (sizeof(struct kf_meta) + sizeof(uint64_t)));
+		kf.nr = nr;
+		atomic_store_explicit(&kf.rng, os_random(), memory_order_relaxed);
+		kf.start = (uintptr_t)pool;
+		if (!install_handler())
+			why = "cannot install the SIGSEGV handler";
+	}
+	if (why) {
+		kf.start = 0;
+		if (pool)
+			os_unmap(pool, size);
+		if (m)
+			os_unmap(m, msize);
+		if (kfence_interval == KFENCE_BY_TIME && again) {
+			/* sampling by time (the default) needs no report: a pool
+			 * that could not be had now (memory short) is tried again
+			 * at the next sample; without a handler, never */
+			atomic_store_explicit(&kf.mapped, 0, memory_order_release);
+			return false;
+		}
+		if (kfence_interval != KFENCE_BY_TIME)
+			report_line("KFENCE: %s: sampling off", why);
+		atomic_store_explicit(&kfence_due, UINT64_MAX, memory_order_relaxed);   /* no more samples */
+		atomic_store_explicit(&kf.mapped, 3, memory_order_release);
+		return false;
+	}
+	atomic_store_explicit(&kf.size, size, memory_order_release);
+	atomic_store_explicit(&kf.mapped, 2, memory_order_release);
+	return true;
+}
+
+/* Coarse monotonic milliseconds (vDSO: no system call; ticks of 1-4 ms,
+ * plenty for a 100 ms interval). */
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 void kfence_init(void)
 {
+	if (kfence_interval == KFENCE_BY_TIME && !kfence_ms)
+		kfence_interval = 0;   /* kfence_ms=0: no sampling by time */
 	if (!kfence_interval)
 		return;
 	if (sysconf(_SC_PAGESIZE) != (long)PAGE_SIZE) {
@@ -464,33 +539,12 @@ void kfence_init(void)
 		kfence_interval = 0;
 		return;
 	}
-	unsigned nr = kfence_pool_objects ? kfence_pool_objects : KFENCE_POOL_DEFAULT;
-	size_t size = (2 * (size_t)nr + 1) * PAGE_SIZE;
-	size_t msize = ALIGN_UP(nr * (sizeof(struct kf_meta) + sizeof(uint64_t)) + nr + 1, PAGE_SIZE);
-	char *pool = os_map_aligned(size, PAGE_SIZE);
-	char *m = pool ? os_map_aligned(msize, PAGE_SIZE) : NULL;
-	if (!m || mprotect(pool, size, PROT_NONE)) {
-		report_line("KFENCE: cannot map a pool of %u objects: sampling off", nr);
-		if (pool)
-			os_unmap(pool, size);
-		if (m)
-			os_unmap(m, msize);
-		kfence_interval = 0;
+	if (kfence_interval != KFENCE_BY_TIME) {   /* kfence=N: the pool now */
+		if (!pool_map())
+			kfence_interval = 0;
 		return;
 	}
-	kf.state = (_Atomic uint64_t *)m;   /* fresh mapping: every slot free, never used */
-	kf.meta = (struct kf_meta *)(m + nr * sizeof(uint64_t));
-	kf.guard_open = (_Atomic uint8_t *)(m + nr * (sizeof(struct kf_meta) + sizeof(uint64_t)));
-	kf.nr = nr;
-	atomic_store_explicit(&kf.rng, os_random(), memory_order_relaxed);
-	kf.start = (uintptr_t)pool;
-	if (!install_handler()) {
-		report_line("KFENCE: cannot install the SIGSEGV handler: sampling off");
-		kf.start = 0;
-		kfence_interval = 0;
-		return;
-	}
-	kf.size = size;
+	atomic_store_explicit(&kfence_due, now_ms() + kfence_ms, memory_order_relaxed);
 }
 
 unsigned kfence_next_skip(void)
@@ -595,30 +649,55 @@ static void *pool_alloc(struct uslab_cache *s, struct uslab_cache *root, size_t 
 	return x;
 }
 
-void *kfence_alloc_slow(struct uslab_cache *s, size_t asked, void *caller)
+/* Is a sample due for this allocation? By time: the first allocation
+ * (slow path, or a fast path's count wrapping) that finds the deadline
+ * passed moves it on by CAS and is the sample. */
+static bool sample_due(void)
 {
-	cpu_tls.kf_left = kfence_next_skip();
+	if (kfence_interval != KFENCE_BY_TIME) {
+		if (!cpu_tls.kf_left)
+			cpu_tls.kf_left = kfence_next_skip();
+		return --cpu_tls.kf_left == 0;
+	}
+	uint64_t due = atomic_load_explicit(&kfence_due, memory_order_relaxed);
+	if (due == UINT64_MAX)
+		return false;
+	uint64_t now = now_ms();
+	return now >= due && atomic_compare_exchange_strong_explicit(&kfence_due, &due, now + kfence_ms,
+								     memory_order_relaxed, memory_order_relaxed);
+}
+
+void *kfence_alloc_due(struct uslab_cache *s, size_t asked, void *caller)
+{
+	if (!sample_due())
+		return NULL;
 	struct uslab_cache *root = cache_root(s);
 	size_t size = asked ? asked : s->object_size, align = s->align ? s->align : 1;
 	if (asked)   /* the malloc family: at least the 16 bytes a class of 16-byte multiples gives */
 		align = MAX(align, MIN((size_t)16, (size_t)(root->size & -root->size)));
 	size = MAX(size, (size_t)1);
-	if (likely(kf.size) && !root->debug && !root->internal && size <= PAGE_SIZE && align <= PAGE_SIZE) {
+	if (!root->debug && !root->internal && size <= PAGE_SIZE && align <= PAGE_SIZE) {
 		int e = errno;
-		if (unlikely(atomic_load_explicit(&kf.warm, memory_order_relaxed) != 2))
-			warm_up();
-		void *x = pool_alloc(s, root, size, align, caller);
+		void *x = NULL;
+		if (pool_map()) {
+			if (unlikely(atomic_load_explicit(&kf.warm, memory_order_relaxed) != 2))
+				warm_up();
+			x = pool_alloc(s, root, size, align, caller);
+		}
 		errno = e;
-		if (x)
+		if (x) {
+			stat_inc(root, NULL, USLAB_STAT_ALLOC_SLOWPATH);   /* an allocation of the cache */
 			return x;
+		}
 	}
 	count(&kf.missed);
-	return slab_alloc_slow(s, cpu_this(s), caller, asked);
+	return NULL;
 }
 
 bool kfence_owns(const void *p)
 {
-	return (uintptr_t)p - kf.start < kf.size;
+	size_t size = atomic_load_explicit(&kf.size, memory_order_acquire);
+	return (uintptr_t)p - kf.start < size;   /* (start is 0 while size is) */
 }
 
 /* ---- free --------------------------------------------------------------------------- */
@@ -640,7 +719,7 @@ static void misuse_report(const char *bug, const void *p, int i, bool freed, voi
 		print_object((unsigned)i, freed);
 }
 
-void kfence_free(void *p, struct uslab_cache *named, void *caller)
+void kfence_free(void *p, struct uslab_cache *named, void *caller, enum uslab_stat_item counted_as)
 {
 	int e = errno;
 	uintptr_t a = (uintptr_t)p;
@@ -715,6 +794,9 @@ void kfence_free(void *p, struct uslab_cache *named, void *caller)
 	}
 	track_free(p, m->size);
 	mprotect(page, PAGE_SIZE, PROT_NONE);   /* if it fails (no memory), the page stays open */
+	/* a free of its cache, as the allocation was (the cache lives: destroy
+	 * refuses while it has pool objects) */
+	stat_inc((struct uslab_cache *)m->cache, NULL, counted_as);
 	uint64_t seq = atomic_fetch_add_explicit(&kf.free_seq, 1, memory_order_relaxed) + 1;
 	atomic_store_explicit(&kf.state[i], seq << 2 | ST_FREE, memory_order_release);
 	count(&kf.frees);
@@ -736,25 +818,38 @@ size_t kfence_usable(const void *p, const char *what)
 	return kf.meta[i].size;
 }
 
-unsigned long kfence_cache_live(const struct uslab_cache *root)
+unsigned long kfence_cache_live_bytes(const struct uslab_cache *root, uint64_t *bytes)
 {
-	if (!kf.size || atomic_load_explicit(&kf.allocs, memory_order_relaxed) ==
+	*bytes = 0;
+	if (!atomic_load_explicit(&kf.size, memory_order_acquire) || atomic_load_explicit(&kf.allocs, memory_order_relaxed) ==
 				atomic_load_explicit(&kf.frees, memory_order_relaxed))
 		return 0;
 	unsigned long n = 0;
 	for (unsigned i = 0; i < kf.nr; i++)
 		if ((atomic_load_explicit(&kf.state[i], memory_order_acquire) & ST_MASK) == ST_LIVE &&
-		    kf.meta[i].cache == root)
+		    kf.meta[i].cache == root) {
 			n++;
+			*bytes += kf.meta[i].size;
+		}
 	return n;
+}
+
+unsigned long kfence_cache_live(const struct uslab_cache *root)
+{
+	uint64_t bytes;
+	return kfence_cache_live_bytes(root, &bytes);
 }
 
 void kfence_get_stats(struct kfence_stats *st)
 {
 	uint64_t allocs = atomic_load_explicit(&kf.allocs, memory_order_relaxed);
 	uint64_t frees = atomic_load_explicit(&kf.frees, memory_order_relaxed);
-	st->interval = kf.size ? kfence_interval : 0;
-	st->slots = kf.size ? kf.nr : 0;
+	size_t size = atomic_load_explicit(&kf.size, memory_order_acquire);
+	st->interval = atomic_load_explicit(&kf.mapped, memory_order_relaxed) == 3 ? 0 : kfence_interval;
+	st->ms = kfence_interval == KFENCE_BY_TIME ? kfence_ms : 0;
+	st->slots = size ? kf.nr : 0;
+	st->pool_bytes = size ? size + ALIGN_UP(kf.nr * (sizeof(struct kf_meta) + sizeof(uint64_t)) + kf.nr + 1,
+						PAGE_SIZE) : 0;
 	st->allocs = allocs;
 	st->missed = atomic_load_explicit(&kf.missed, memory_order_relaxed);
 	st->in_use = allocs > frees ? allocs - frees : 0;

@@ -255,7 +255,7 @@ void kfree_other(void *p, struct slab *d)
 	}
 	if (d == &page_foreign) {
 		if (kfence_owns(p)) {   /* a sampled object (kfence.c) */
-			kfence_free(p, NULL, __builtin_return_address(0));
+			kfence_free(p, NULL, __builtin_return_address(0), USLAB_STAT_FREE_SLOWPATH);
 			return;
 		}
 		if (kmalloc_is_boot(p))
@@ -323,8 +323,14 @@ uint64_t kmalloc_slab_bytes_in_use(void)
 		struct uslab_cache_info info;
 		memset(&info, 0, sizeof info);
 		info.version = USLAB_CACHE_INFO_VERSION;
-		if (!uslab_cache_get_info(kmalloc_caches[i], &info))
-			sum += info.active_objects * info.slab_object_size;
+		if (uslab_cache_get_info(kmalloc_caches[i], &info))
+			continue;
+		/* KFENCE's samples are counted at their usable size, the size
+		 * asked for (malloc_usable_size says so), not the class's */
+		uint64_t kbytes;
+		uint64_t kn = kfence_cache_live_bytes(kmalloc_caches[i], &kbytes);
+		kn = MIN(kn, info.active_objects);
+		sum += (info.active_objects - kn) * info.slab_object_size + kbytes;
 	}
 	return sum;
 }

@@ -63,21 +63,23 @@ static inline __attribute__((always_inline)) void *kmalloc(size_t size)
 	else
 		return kmalloc_slow(size);
 	void *x = c->freelist;
-	if (likely(x != NULL) && likely(!cpu_tls.kf_left)) {   /* (KFENCE counting: the slow path) */
+	if (likely(x != NULL)) {
 		void *next = cpu_fp_get(c, x);
 		if (likely(cpu_next_ok(c, next))) {
 			c->freelist = next;
 			cpu_order();
 			cpu_fp_scrub(c, x);
-			cpu_tick(&c->alloc_fast);
+			if (unlikely(cpu_tick_alloc(&c->alloc_fast)))
+				return cpu_alloc_wrapped(c->cache, c, x, false, size);
 			track_alloc(x, c->cache->object_size);
 			return x;
 		}
-	} else if (likely(c->n) && likely(!cpu_tls.kf_left)) {
+	} else if (likely(c->n)) {
 		uint32_t n = c->n - 1;
 		x = c->objs[n];
 		cpu_set_n(c, n);
-		cpu_tick(&c->alloc_pcs);
+		if (unlikely(cpu_tick_alloc(&c->alloc_pcs)))
+			return cpu_alloc_wrapped(c->cache, c, x, true, size);
 		track_alloc(x, c->cache->object_size);
 		return x;
 	}

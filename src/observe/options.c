@@ -48,12 +48,13 @@ struct uslab_opts opt = {
 
 /* Options of other modules' variables: X(name, alias, kind, var, max,
  * bare), var an lvalue; OPTUINT takes =N in [0, max] or nothing (then
- * `bare`). KFENCE (kfence.c): "kfence" samples about one allocation in
- * KFENCE_INTERVAL_DEFAULT, kfence=N one in N, kfence=0 none; kfence_pool=N
- * objects in the pool (0: the default). background_thread (bgthread.c):
+ * `bare`). KFENCE (kfence.c): on by default, or "kfence": one allocation
+ * every kfence_ms (100); kfence=N about one in N; kfence=0 (or
+ * kfence_ms=0) none; kfence_pool=N objects in the pool (0: the default). background_thread (bgthread.c):
  * bare or =1 on, =0 off, not given -1 (the library's default). */
 #define MODULE_OPTIONS(X) \
-	X("kfence",           "kfence",           OPTUINT, kfence_interval, KFENCE_INTERVAL_MAX, KFENCE_INTERVAL_DEFAULT) \
+	X("kfence",           "kfence",           OPTUINT, kfence_interval, KFENCE_INTERVAL_MAX, KFENCE_BY_TIME) \
+	X("kfence_ms",        "kfence_ms",        UINT, kfence_ms, KFENCE_MS_MAX, 0) \
 	X("kfence_pool",      "kfence_pool",      UINT, kfence_pool_objects, KFENCE_POOL_MAX, 0) \
 	X("decay_ms",         "dirty_decay_ms",   UINT, page_purge_delay_ms, 3600000, 0) \
 	X("decay_dirty_max",  "decay_dirty_max",  UINT, page_dirty_max_mb, 1048576, 0) \

@@ -97,8 +97,7 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 	info->allocs_fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_ALLOC_PCS];
 	info->frees = frees;
 	info->frees_fast = e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_FREE_PCS];
-	info->active_objects = allocs > frees ? allocs - frees : 0;
-	info->active_objects += kfence_cache_live(s);   /* sampled objects: live, not in the events */
+	info->active_objects = allocs > frees ? allocs - frees : 0;   /* (KFENCE's samples counted too) */
 	/* Slabs of mixed orders (after a fallback) make this an estimate. */
 	uint64_t per = oo_objects(oo) ? oo_objects(oo) : 1;
 	info->slab_bytes = (info->total_objects + per - 1) / per * (PAGE_SIZE << oo_order(oo));
@@ -374,11 +373,17 @@ static void print_table(void (*write_fn)(void *, const char *), void *arg, unsig
 		stats_fmt_size(u, sizeof u, pi.used_bytes);
 		size_t k = fmt_buf(line, sizeof line, "process: mapped %s in %llu segments, resident %s, in use %s", m,
 				   (unsigned long long)pi.segments, r, u);
-		if (pi.kfence_interval)
-			k += fmt_buf(line + k, sizeof line - k,
-				     "; KFENCE 1 in %u: %llu sampled, %llu in the pool of %u, %llu reports", pi.kfence_interval,
+		if (pi.kfence_ms)
+			k += fmt_buf(line + k, sizeof line - k, "; KFENCE every %u ms", pi.kfence_ms);
+		else if (pi.kfence_interval)
+			k += fmt_buf(line + k, sizeof line - k, "; KFENCE 1 in %u", pi.kfence_interval);
+		if (pi.kfence_interval) {
+			char kb[32];
+			stats_fmt_size(kb, sizeof kb, pi.kfence_pool_bytes);
+			k += fmt_buf(line + k, sizeof line - k, ": %llu sampled, %llu in the pool of %u (%s), %llu reports",
 				     (unsigned long long)pi.kfence_allocs, (unsigned long long)pi.kfence_in_use,
-				     pi.kfence_slots, (unsigned long long)pi.kfence_reports);
+				     pi.kfence_slots, kb, (unsigned long long)pi.kfence_reports);
+		}
 		fmt_buf(line + k, sizeof line - k, "\n");
 		write_fn(arg, line);
 	}
@@ -429,9 +434,10 @@ static void print_json(void (*write_fn)(void *, const char *), void *arg)
 		write_fn(arg, line);
 	}
 	fmt_buf(line, sizeof line,
-		"],\"kfence\":{\"interval\":%u,\"slots\":%u,\"allocs\":%llu,\"missed\":%llu,\"in_use\":%llu,"
-		"\"reports\":%llu}",
-		pi.kfence_interval, pi.kfence_slots, (unsigned long long)pi.kfence_allocs,
+		"],\"kfence\":{\"interval\":%u,\"ms\":%u,\"pool_bytes\":%llu,\"slots\":%u,\"allocs\":%llu,"
+		"\"missed\":%llu,\"in_use\":%llu,\"reports\":%llu}",
+		pi.kfence_interval, pi.kfence_ms, (unsigned long long)pi.kfence_pool_bytes, pi.kfence_slots,
+		(unsigned long long)pi.kfence_allocs,
 		(unsigned long long)pi.kfence_missed, (unsigned long long)pi.kfence_in_use,
 		(unsigned long long)pi.kfence_reports);
 	write_fn(arg, line);
@@ -537,7 +543,9 @@ int uslab_process_get_info(struct uslab_process_info *info)
 	/* version 1 callers' struct ends before the KFENCE fields: write
 	 * nothing past it */
 	unsigned version = info->version;
-	size_t size = version == 1 ? offsetof(struct uslab_process_info, kfence_interval) : sizeof *info;
+	size_t size = version == 1   ? offsetof(struct uslab_process_info, kfence_interval)
+		      : version == 2 ? offsetof(struct uslab_process_info, kfence_ms)
+				     : sizeof *info;
 	struct page_info pi;
 	page_get_info(&pi);
 	memset(info, 0, size);
@@ -559,6 +567,10 @@ int uslab_process_get_info(struct uslab_process_info *info)
 		info->kfence_missed = ks.missed;
 		info->kfence_in_use = ks.in_use;
 		info->kfence_reports = ks.reports;
+		if (version >= 3) {
+			info->kfence_ms = ks.ms;
+			info->kfence_pool_bytes = ks.pool_bytes;
+		}
 	}
 	return 0;
 }
