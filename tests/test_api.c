@@ -1,5 +1,5 @@
 /*
- * The public API, call by call and errno by errno (RELIABILITY row 16):
+ * The public API, call by call and errno by errno (docs/testing.md row 16):
  * create's argument checks, alignment and size sweep with overlap and
  * content checks, zalloc, free(NULL) and errno, constructors, names,
  * get_info, stat names and events, the stats printers, shrink, and destroy

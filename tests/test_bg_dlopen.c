@@ -1,6 +1,6 @@
 /*
  * libuslab.so dlopen'ed, its background thread started through the API,
- * then dlclose'd while the thread runs (issue 11; RELIABILITY row 54).
+ * then dlclose'd while the thread runs (issue 11; docs/testing.md row 54).
  * The library is linked with -z nodelete, so dlclose leaves it mapped: the
  * thread goes on running its code (its decay passes after the dlclose are
  * seen in its context switches), threads that used the library exit after

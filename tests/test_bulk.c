@@ -1,5 +1,5 @@
 /*
- * Bulk allocation and free (RELIABILITY row 17; kmem_cache_alloc_bulk and
+ * Bulk allocation and free (docs/testing.md row 17; kmem_cache_alloc_bulk and
  * kmem_cache_free_bulk of the 2015 thread).
  *
  * zero_and_args     nr = 0 does nothing; NULL cache/array are EINVAL

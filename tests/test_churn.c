@@ -1,5 +1,5 @@
 /*
- * Threads that come and go (RELIABILITY rows 34 and 35).
+ * Threads that come and go (docs/testing.md rows 34 and 35).
  *
  * test_thread_churn: thousands of short-lived threads, run in small batches,
  * each allocate from two caches, free some (alloc/free/alloc), and hand the

@@ -1,5 +1,5 @@
 /*
- * Misuse that uslab detects in every build (RELIABILITY rows 18-21): each
+ * Misuse that uslab detects in every build (docs/testing.md rows 18-21): each
  * case runs in a forked child that must die by SIGABRT after writing a line
  * "uslab: fatal: ..." with the right words. The parent stays
  * single-threaded so that forking is safe.

@@ -1,5 +1,5 @@
 /*
- * slub_debug misuse suite (RELIABILITY rows 16, 19-26, 28, 30): every case
+ * slub_debug misuse suite (docs/testing.md rows 16, 19-26, 28, 30): every case
  * runs in a forked child (or, for USLAB_OPTIONS cases, a child that
  * re-executes this program with the options set) and the parent checks how
  * the child ended and what it wrote to stderr:

@@ -1,6 +1,6 @@
 /*
- * Memory failure (RELIABILITY rows 43 and 44), injected at the OS seam with
- * os_fault_set().
+ * Memory failure (docs/testing.md rows 43 and 44), injected at the OS seam
+ * with os_fault_set().
  *
  * The parent never touches the allocator: every case runs in a forked child
  * that starts from the same pristine state, with its stderr captured. A

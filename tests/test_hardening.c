@@ -1,6 +1,7 @@
 /*
  * Double frees and frees that must not corrupt allocator state (issue 12,
- * RELIABILITY rows 19-21), in default mode and with USLAB_OPTIONS=hardened.
+ * docs/testing.md rows 19-21), in default mode and with
+ * USLAB_OPTIONS=hardened.
  * Every misuse runs in a child that must die by SIGABRT with exactly one
  * "uslab: fatal:" line naming the cache and the object.
  *

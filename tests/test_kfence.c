@@ -1,6 +1,7 @@
 /*
- * KFENCE: sampled guard pages (src/kfence.c; RELIABILITY row 29), run with
- * USLAB_OPTIONS=kfence=1 (every allocation sampled while the pool has room).
+ * KFENCE: sampled guard pages (src/debug/kfence.c; docs/testing.md row 29),
+ * run with USLAB_OPTIONS=kfence=1 (every allocation sampled while the pool
+ * has room).
  * main() puts kfence=1 into USLAB_OPTIONS before the first allocation (and
  * drops a slub_debug token: debug caches are never sampled, which
  * not_sampled checks with a debug cache of its own); children re-executed

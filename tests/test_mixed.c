@@ -1,5 +1,5 @@
 /*
- * Mixed stress (issue 12, RELIABILITY rows 31-36): everything at once, for
+ * Mixed stress (issue 12, docs/testing.md rows 31-36): everything at once, for
  * a set time.
  *
  *   test_mixed            USLAB_STRESS_SECONDS (default 60 under a

@@ -1,6 +1,6 @@
 /*
- * Memory goes back (RELIABILITY rows 50 and 36): allocate a lot across three
- * caches, touch every byte, free everything, shrink, destroy; RSS must come
+ * Memory goes back (docs/testing.md rows 50 and 36): allocate a lot across
+ * three caches, touch every byte, free everything, shrink, destroy; RSS must come
  * back to within a small bound of where it started. Once on one thread, once
  * with worker threads that allocate, hand their objects to main and exit.
  *

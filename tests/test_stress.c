@@ -1,7 +1,7 @@
 /*
  * Cross-thread stress with content cookies, after mimalloc's test-stress
- * (RELIABILITY rows 31 and 33): generations of THREADS threads allocate from
- * several caches, free some of their own objects, swap objects through a
+ * (docs/testing.md rows 31 and 33): generations of THREADS threads allocate
+ * from several caches, free some of their own objects, swap objects through a
  * shared transfer array of 1000 slots with atomic exchange (so objects are
  * freed by other threads, often after their allocating thread exited), and
  * keep some across the generation. Half of the transfer slots survive into

@@ -1,5 +1,5 @@
 /*
- * Operation-sequence fuzzer (RELIABILITY row 59), for libFuzzer: the input
+ * Operation-sequence fuzzer (docs/testing.md row 59), for libFuzzer: the input
  * bytes are a program of operations over the cache API (alloc, zalloc,
  * free, bulk alloc/free, shrink, tunables, validate, frees from another
  * thread, a short-lived cache) and, when the tree has it, the malloc family
@@ -15,8 +15,8 @@
  * Built by -DUSLAB_FUZZ=ON with clang (tests/fuzz/run.sh), the library
  * compiled with -fsanitize=fuzzer-no-link,address.
  *
- * Misuse (issue 12, RELIABILITY rows 19-21): double frees and frees of what
- * is not an object, checked against the model. An op byte 0xff is a misuse
+ * Misuse (issue 12, docs/testing.md rows 19-21): double frees and frees of
+ * what is not an object, checked against the model. An op byte 0xff is a misuse
  * op, run in at most one input in FUZZ_MISUSE_EVERY (default 200: about
  * 0.5% of inputs; each costs a fork, 5-25 ms, so the fuzzer loses a few
  * percent of its executions per second; 0 turns them off). The misuse runs
