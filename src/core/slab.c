@@ -246,13 +246,14 @@ static inline unsigned order_walk_next(const struct order_walk *w, unsigned *k)
 /*
  * A new slab from the page allocator. The first `direct` objects (in the
  * free-list order) are handed out at once: written to direct_objs[], never
- * linked. The rest go on one free list: the caller's (*chain, for classic
+ * linked (their words set to `word`: FP_TAKEN for the caller, the
+ * double-free mark for a sheaf). The rest go on one free list: the caller's (*chain, for classic
  * part c: frozen, inuse = objects) or the slab's own (chain NULL:
  * unfrozen, inuse = direct). Runs the constructor on every object and sets
  * up debug state.
  */
 static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **chain, void **direct_objs,
-			     unsigned *direct)
+			     unsigned *direct, void *word)
 {
 	unsigned objects;
 	struct slab *slab = alloc_slab_pages(s, c, &objects);
@@ -285,7 +286,7 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 	 * out in free-list (address) order */
 	for (unsigned i = 0; i < nd; i++) {
 		char *x = first + (size_t)order_walk_next(&w, &k) * s->size;
-		set_freepointer(s, x, FP_TAKEN);   /* (a reused page may hold old links) */
+		set_freepointer(s, x, word);   /* (a reused page may hold old links) */
 		direct_objs[nd - 1 - i] = x;
 	}
 	char *head = NULL, *prev = NULL;
@@ -317,7 +318,7 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 
 struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain)
 {
-	return new_slab(s, c, chain, NULL, NULL);
+	return new_slab(s, c, chain, NULL, NULL, NULL);
 }
 
 void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
@@ -392,7 +393,7 @@ static inline void *take_next(struct uslab_cache *s, struct slab *slab, void *x)
  * freed). Returns how many.
  */
 static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void **objs,
-			    unsigned want)
+			    unsigned want, void *word)
 {
 	struct node *n = &s->node;
 	remove_partial_locked(n, slab);
@@ -408,7 +409,7 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 		if (unlikely(k >= avail))   /* longer than its count: a loop or a corrupted count */
 			slab_bad_freelist(s, p, get_freepointer(s, p));
 		void *next = take_next(s, slab, p);
-		set_freepointer(s, p, FP_TAKEN);   /* its line is ours now: see FP_TAKEN */
+		set_freepointer(s, p, word);   /* its line is ours now: see FP_TAKEN */
 		objs[k++] = p;
 		p = next;
 	}
@@ -446,15 +447,16 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 	return k;
 }
 
-unsigned slab_take_objects(struct uslab_cache *s, struct cpu_cache *c, void **objs, unsigned want)
+unsigned slab_take_objects(struct uslab_cache *s, struct cpu_cache *c, void **objs, unsigned want, bool for_sheaf)
 {
+	void *word = for_sheaf ? NULL : FP_TAKEN;   /* NULL: a link, the mark of a free object */
 	struct node *n = &s->node;
 	unsigned got = 0;
 	if (nr_partial(n)) {   /* racy peek, as SLUB's: a miss only means a new slab */
 		slab_node_lock(s, c);
 		struct slab *slab;
 		while (got < want && (slab = n->partial_head) != NULL) {
-			got += take_listed(s, c, slab, objs + got, want - got);
+			got += take_listed(s, c, slab, objs + got, want - got, word);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
 		}
 		slab_node_unlock(s);
@@ -464,7 +466,7 @@ unsigned slab_take_objects(struct uslab_cache *s, struct cpu_cache *c, void **ob
 	 * caller comes back when it needs more. */
 	if (got < want) {
 		unsigned direct = want - got;
-		struct slab *slab = new_slab(s, c, NULL, objs + got, &direct);
+		struct slab *slab = new_slab(s, c, NULL, objs + got, &direct, word);
 		if (slab) {
 			got += direct;
 			if (direct < slab->objects) {   /* objects left: list it for the next taker */
@@ -620,11 +622,13 @@ static inline bool fp_is_link(struct uslab_cache *s, struct slab *slab, void *x)
 	return !v || slab_obj_valid(s, slab, v);
 }
 
-void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *cobjs, unsigned n, bool freeze)
+void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *cobjs, unsigned n, bool freeze,
+		       bool from_cpu)
 {
 	void **objs = (void **)cobjs;
 	struct lockhold h = { 0 };
 	const bool marked = USLAB_HARDENED;
+	const bool check = marked && !from_cpu;   /* a sheaf's objects carry the mark: checked as they came in */
 	if (!marked)
 		sort_ptrs(objs, n);
 	for (unsigned i = 0; i < n;) {
@@ -635,7 +639,7 @@ void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *
 			while (j < n && slab_is_array(page_obj_slab(objs[j])))
 				j++;
 			hold_release(s, c, &h);   /* (it takes the node lock itself) */
-			array_free_objs(s, c, objs + i, j - i);
+			array_free_objs(s, c, objs + i, j - i, from_cpu);
 			i = j;
 			continue;
 		}
@@ -643,7 +647,7 @@ void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *
 		unsigned j = i;
 		do {
 			/* already free in its slab (its word is a link), or twice here */
-			if (unlikely((marked && fp_is_link(s, slab, objs[j])) || (j > i && objs[j] == objs[j - 1])))
+			if (unlikely((check && fp_is_link(s, slab, objs[j])) || (j > i && objs[j] == objs[j - 1])))
 				slab_bad_free(s, slab, objs[j], "double free");
 			if (j > i)
 				set_freepointer(s, objs[j - 1], objs[j]);
@@ -742,7 +746,7 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 		track_alloc(x, s->object_size);
 		return slab_hand_out(s, x);
 	}
-	if (!slab_take_objects(s, NULL, &x, 1)) {
+	if (!slab_take_objects(s, NULL, &x, 1, false)) {
 		stat_inc(s, NULL, USLAB_STAT_ALLOC_FAILED);
 		errno = ENOMEM;
 		return NULL;

@@ -67,27 +67,11 @@ static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen
  * its count in the CPU part (c->n), its `size` is stale meanwhile.
  */
 struct sheaf {
-	/* The header is objects[-4 .. -1]: none of its words is ever an object
-	 * pointer of a user cache (a sheaf pointer, two small counts, NULL),
-	 * so the free fast path can compare x with objects[n - 4 .. n - 1]
-	 * without a bound check at n < 4. */
 	struct sheaf *next;        /* barn list link */
 	uint32_t size;             /* objects held (not while main: see c->n) */
 	uint32_t cap;              /* entries in objects[] */
-	void *guard[2];            /* always NULL */
-	void *objects[];
+	void *objects[];           /* each marked free (see FP_TAKEN) */
 };
-_Static_assert(offsetof(struct sheaf, objects) == 4 * sizeof(void *), "objects[-4 .. -1] is the header");
-
-/* Is x among this thread's last SHEAF_RECENT frees onto main (or the
- * objects on top of it)? Four compares, one branch: the cheap double-free
- * check of sheaves mode (free(a); free(b); free(a) included). */
-#define SHEAF_RECENT 4
-static inline bool sheaf_recent(void *const *objs, uint32_t n, const void *x)
-{
-	void *const *top = objs + n;
-	return (top[-1] == x) | (top[-2] == x) | (top[-3] == x) | (top[-4] == x);
-}
 
 /* ---- the node part (one node: user space has no NUMA placement yet) ----- */
 /*
@@ -329,29 +313,38 @@ static inline void set_freepointer(const struct uslab_cache *s, void *obj, void 
  *     is a link (noise lands there one time in about 2^40), and the free is
  *     reported as a double free; anything else was noise, and the free goes
  *     on.
+ * An object in a sheaf, a SLAB array or the barn has no link: it carries
+ * the mark alone, an encoded NULL (written as it goes in: by the free, or
+ * by the refill that takes it off its slab), and a SLAB-format slab's free
+ * object keeps the mark its last free wrote. Popping one for the program
+ * overwrites it (cpu_fp_scrub), as for a list.
  * So a double free is caught at any distance, in every mode, as long as
  * the object is still free: on a CPU free list, a slab's list, an owned
- * slab's list, a remote batch or inbox, an SLQB queue. (Objects in a
- * sheaf carry no link: there the last four frees are compared instead.)
- * Only obfuscated builds check: without the key, user data that holds a
- * pointer to another object of the cache would read as a link.
+ * slab's list, a remote batch or inbox, an SLQB queue, a sheaf, an array.
+ * Only obfuscated builds (USLAB_HARDENED, the default) check: without the
+ * key, user data that holds a pointer to another object of the cache
+ * would read as a link.
  */
 #define FP_TAKEN ((void *)0x7ace)   /* an odd value: never a link */
 #define FP_NOT_LINK 0xffff800000000007ULL   /* bits a link never has (8-aligned, below 2^47) */
 USLAB_HIDDEN void fp_double_free(struct uslab_cache *s, struct slab *slab, void *x);
 /* A free of x (an object of s, slab its descriptor) that is about to write
  * x's free pointer: reported (fatal) if x is free already. */
-static inline bool slab_is_array(const struct slab *slab);
 static inline void fp_check_free(struct uslab_cache *s, struct slab *slab, void *x)
 {
 #if USLAB_HARDENED
-	/* (SLAB-format slabs: objects carry no link, a stale word from the
-	 * page's past could read as one; their index lists check instead) */
-	if (unlikely(!((uintptr_t)get_freepointer(s, x) & FP_NOT_LINK)) && !slab_is_array(slab))
+	if (unlikely(!((uintptr_t)get_freepointer(s, x) & FP_NOT_LINK)))
 		fp_double_free(s, slab, x);   /* returns if it was noise */
 #else
 	(void)s, (void)slab, (void)x;
 #endif
+}
+/* x (an object of s, slab its descriptor) goes into a sheaf or an array:
+ * checked as fp_check_free() checks, then marked free (an encoded NULL). */
+static inline void fp_mark_free(struct uslab_cache *s, struct slab *slab, void *x)
+{
+	fp_check_free(s, slab, x);
+	set_freepointer(s, x, NULL);
 }
 static inline void *slab_base(const struct slab *slab) { return page_address(slab); }
 /* Is slab a SLAB-format slab (made in slab mode, cpu/array.c)? Set before
@@ -446,14 +439,19 @@ USLAB_HIDDEN void *slab_alloc_nocpu(struct uslab_cache *s);
 USLAB_HIDDEN void slab_free_nocpu(struct uslab_cache *s, void *x);
 /* Take up to `want` (>= 1) objects off slabs into objs[]: node partial
  * slabs first, several in one lock hold, then at most one new slab.
- * Returns how many (0: no memory). c may be NULL (for the counters). */
-USLAB_HIDDEN unsigned slab_take_objects(struct uslab_cache *s, struct cpu_cache *c, void **objs, unsigned want);
+ * Returns how many (0: no memory). c may be NULL (for the counters).
+ * for_sheaf: the objects go into a sheaf and carry the double-free mark;
+ * else they go to the caller (FP_TAKEN). */
+USLAB_HIDDEN unsigned slab_take_objects(struct uslab_cache *s, struct cpu_cache *c, void **objs, unsigned want,
+					bool for_sheaf);
 /* Free n objects (checked, of cache s) to their slabs, grouped by slab:
  * one CAS per slab, the node lock (one hold) only for slabs that change
  * list. `freeze`: classic part c may freeze full slabs onto its partial
- * list (SLUB); sheaves never do. */
+ * list (SLUB); sheaves never do. from_cpu: they come from a sheaf or an
+ * array, marked free (not checked again); else from the program, each
+ * checked for the mark or a link. */
 USLAB_HIDDEN void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, unsigned n,
-				    bool freeze);
+				    bool freeze, bool from_cpu);
 /* Free the chain head..tail of cnt objects of one slab: one CAS, the node
  * lock if the slab changes list. `freeze` as above. */
 USLAB_HIDDEN void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,

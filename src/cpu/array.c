@@ -9,7 +9,7 @@
  *     objects), made and given back by sheaf.c (sheaf_setup_cpu,
  *     sheaf_flush_cpu), popped and pushed by the sheaves' inline fast
  *     paths in cpu.h unchanged (c->objs, c->n, c->cap), with their double
- *     free check (the last four frees, sheaf_recent);
+ *     free check (the mark: see FP_TAKEN in slab.h);
  *   - the shared array IS the barn (node.barn): batches of `batchcount`
  *     objects in sheaves on its full list, at most `sharedfactor` of them,
  *     under the barn's lock; emptied batch sheaves wait in the part's
@@ -24,9 +24,10 @@
  *     list_lock, the slab's list following from its inuse;
  *   - the index free list (the kernel's freelist_idx_t array, "bufctl"):
  *     slab.h's struct array_node. Allocation and free read and write the
- *     slab's index array and bitmap at its end, never an object, so an
- *     object's memory is the program's alone from its free to its next
- *     allocation (a free object may even be PROT_NONE);
+ *     slab's index array and bitmap at its end, never an object's links
+ *     (the one word an object gives up is the double-free mark: written
+ *     by its free, left there while it is free, cleared when it is handed
+ *     out; a refill touches no object);
  *   - colouring: slab k starts its objects at colour (k mod colours) x
  *     colour_off, so the first objects of consecutive slabs fall on
  *     different cache lines (slab->colour; the fast paths subtract it);
@@ -47,14 +48,16 @@
  *     lists under that node's lock, gathered per batch (the kernel's path
  *     without alien arrays). With one node (ARRAY_NR_NODES) it never runs.
  *
- * The double-free checks (the kernel's SLAB had none): a per-slab bitmap,
- * a bit per object set while the object is out of its slab; a free of an
- * object whose bit is clear is reported, whichever path brings it (arrays,
- * the shared array, bulk, another mode's leftovers). An object freed
- * twice while the first free still sits in an array is caught only among
- * the array's last four frees (as sheaves mode). The bitmap costs an
- * eighth of a byte per object and is always on; it also catches an index
- * list that hands out an object twice.
+ * The double-free checks (the kernel's SLAB had none): the mark, as in
+ * every mode (a freed object carries an encoded NULL in an array, the
+ * shared array or its slab; every free reads it first, so a second free
+ * is caught at any distance; SLAB's free objects could be PROT_NONE, ours
+ * cannot); and a per-slab bitmap, a bit per object set while the
+ * object is out of its slab: a free to the slab of an object whose bit is
+ * clear is reported, whichever path brings it (arrays, the shared array,
+ * bulk, another mode's leftovers), which also catches an index list that
+ * hands out an object twice. The bitmap costs an eighth of a byte per
+ * object and is always on.
  *
  * Keeping the layouts apart. A SLAB-format slab is marked (otag
  * SLAB_TAG_ARRAY) from its making to its discard, is on none of the core's
@@ -364,8 +367,11 @@ static void list_take(struct array_node *a, struct slab *d)
 	cnt_add(cnt, -1);
 }
 
-/* Up to `want` objects of d (unlisted) into objs[] (slab_get_obj). */
-static unsigned take_from(struct uslab_cache *s, struct slab *d, void **objs, unsigned want)
+/* Up to `want` objects of d (unlisted) into objs[] (slab_get_obj). For an
+ * array (to_caller false) no object is touched: a free one keeps the mark
+ * its free wrote, a never-used one is scrubbed when it is handed out; for
+ * the caller (bulk, no CPU part) each word is set to FP_TAKEN. */
+static unsigned take_from(struct uslab_cache *s, struct slab *d, void **objs, unsigned want, bool to_caller)
 {
 	unsigned inuse = inuse_of(d), n = d->objects, k = 0;
 	uint8_t *bm = bitmap_of(d);
@@ -377,7 +383,10 @@ static unsigned take_from(struct uslab_cache *s, struct slab *d, void **objs, un
 			report_fatal("slab %p of cache '%s': index list corrupted (index %u at %u of %u)", slab_base(d),
 				     s->name, i, inuse, n);
 		bm[i >> 3] |= (uint8_t)(1U << (i & 7));
-		objs[k++] = first + (size_t)i * s->size;
+		objs[k] = first + (size_t)i * s->size;
+		if (to_caller)
+			set_freepointer(s, objs[k], FP_TAKEN);
+		k++;
 		inuse++;
 	}
 	set_inuse(d, inuse);
@@ -520,7 +529,7 @@ static void free_alien(struct uslab_cache *s, struct cpu_cache *c, unsigned nid,
 	discard_all(s, c, discard);
 }
 
-void array_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, unsigned n)
+void array_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, unsigned n, bool from_cpu)
 {
 	const unsigned local = this_nid();
 	for (unsigned i = 0; i < n;) {
@@ -550,7 +559,7 @@ void array_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *ob
 		if (ka)
 			free_alien(s, c, anid, alien, ka);
 		if (ko)
-			slab_free_objects(s, c, other, ko, false);
+			slab_free_objects(s, c, other, ko, false, from_cpu);
 	}
 }
 
@@ -566,20 +575,20 @@ void array_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *s
 		void *next = cnt ? get_freepointer(s, p) : NULL;   /* (read before it is freed) */
 		buf[k++] = p;
 		if (k == CHUNK) {
-			array_free_objs(s, c, buf, k);
+			array_free_objs(s, c, buf, k, true);   /* (linked: not the program's to check) */
 			k = 0;
 		}
 		p = next;
 	}
 	(void)slab;
 	if (k)
-		array_free_objs(s, c, buf, k);
+		array_free_objs(s, c, buf, k, true);
 }
 
 /* Up to `want` objects off the lists into objs[] (partial slabs first,
  * then free ones), in one node lock hold; else, with nothing listed, a
  * new slab's. Returns how many (0: no memory). */
-static unsigned take_objects(struct uslab_cache *s, struct cpu_cache *c, void **objs, unsigned want)
+static unsigned take_objects(struct uslab_cache *s, struct cpu_cache *c, void **objs, unsigned want, bool to_caller)
 {
 	struct array_node *a = node_lists(s, this_nid());
 	unsigned got = 0;
@@ -595,7 +604,7 @@ static unsigned take_objects(struct uslab_cache *s, struct cpu_cache *c, void **
 				a->free_touched = true;
 			}
 			list_take(a, d);
-			got += take_from(s, d, objs + got, want - got);
+			got += take_from(s, d, objs + got, want - got, to_caller);
 			list_put(a, d);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
 		}
@@ -608,7 +617,7 @@ static unsigned take_objects(struct uslab_cache *s, struct cpu_cache *c, void **
 	if (!d)
 		return 0;
 	node_lock(s, c, this_nid());
-	got = take_from(s, d, objs, want);
+	got = take_from(s, d, objs, want, to_caller);
 	list_put(a, d);
 	cnt_add(&a->free_objects, (long)d->objects - (long)got);
 	node_unlock(s, this_nid());
@@ -618,7 +627,7 @@ static unsigned take_objects(struct uslab_cache *s, struct cpu_cache *c, void **
 void *array_alloc_nocpu(struct uslab_cache *s)
 {
 	void *x;
-	if (!take_objects(s, NULL, &x, 1)) {
+	if (!take_objects(s, NULL, &x, 1, true)) {
 		stat_inc(s, NULL, USLAB_STAT_ALLOC_FAILED);
 		errno = ENOMEM;
 		return NULL;
@@ -683,7 +692,6 @@ static struct sheaf *batch_new(struct uslab_cache *s, struct cpu_cache *c)
 	sh->next = NULL;
 	sh->size = 0;
 	sh->cap = cap;   /* (sheaf.c frees it by this capacity's storage too) */
-	sh->guard[0] = sh->guard[1] = NULL;
 	stat_inc(s, c, USLAB_STAT_SHEAF_ALLOC);
 	return sh;
 }
@@ -718,7 +726,7 @@ static struct sheaf *batch_empty(struct uslab_cache *s, struct cpu_cache *c, uns
 	struct sheaf *sh = atomic_exchange_explicit(&c->spare, NULL, memory_order_acquire);
 	if (sh && sh->size) {   /* a sheaves-mode spare left by a mode change: its objects back */
 		atomic_fetch_sub_explicit(&c->spare_n, sh->size, memory_order_relaxed);
-		array_free_objs(s, c, sh->objects, sh->size);
+		array_free_objs(s, c, sh->objects, sh->size, true);
 		sh->size = 0;
 	}
 	if (sh && sh->cap >= n)
@@ -779,7 +787,7 @@ static bool shared_get(struct uslab_cache *s, struct cpu_cache *c)
 	unsigned room = c->cap - c->n, k = MIN(sh->size, room);
 	memcpy(c->objs + c->n, sh->objects + (sh->size - k), k * sizeof(void *));
 	if (k < sh->size)
-		array_free_objs(s, c, sh->objects, sh->size - k);
+		array_free_objs(s, c, sh->objects, sh->size - k, true);
 	cpu_set_n(c, c->n + k);
 	batch_recycle(s, c, sh);
 	return k != 0;
@@ -850,7 +858,7 @@ static bool refill(struct uslab_cache *s, struct cpu_cache *c)
 		return true;
 	if (TUNE(s, sharedfactor))
 		shared_topup(s, c);
-	unsigned got = take_objects(s, c, c->objs + c->n, MAX(bc, 1U));
+	unsigned got = take_objects(s, c, c->objs + c->n, MAX(bc, 1U), false);
 	if (!got)
 		return false;
 	stat_add(s, c, USLAB_STAT_SHEAF_REFILL, got);
@@ -867,7 +875,7 @@ static void flusharray(struct uslab_cache *s, struct cpu_cache *c)
 	if (!bc)
 		return;
 	if (!shared_put(s, c, c->objs, bc)) {
-		array_free_objs(s, c, c->objs, bc);
+		array_free_objs(s, c, c->objs, bc, true);
 		stat_add(s, c, USLAB_STAT_SHEAF_FLUSH, bc);
 	}
 	memmove(c->objs, c->objs + bc, (n - bc) * sizeof(void *));
@@ -892,7 +900,7 @@ static void reap_cpu(struct uslab_cache *s, struct cpu_cache *c)
 		unsigned tofree = (c->cap + 4) / 5;
 		if (tofree > n)
 			tofree = (n + 1) / 2;
-		array_free_objs(s, c, c->objs, tofree);
+		array_free_objs(s, c, c->objs, tofree, true);
 		memmove(c->objs, c->objs + tofree, (n - tofree) * sizeof(void *));
 		cpu_set_n(c, n - tofree);
 		stat_add(s, c, USLAB_STAT_REAP, tofree);
@@ -913,6 +921,7 @@ void *array_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
 	uint32_t n = c->n - 1;
 	void *x = c->objs[n];
 	cpu_set_n(c, n);
+	cpu_fp_scrub(c, x);
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLOWPATH);
 	return x;
 }
@@ -923,13 +932,12 @@ void array_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x)
 	if (unlikely(!c->main)) {
 		sheaf_setup_cpu(s, c, c->sheaf_cap);
 		if (!c->main) {   /* no memory for an array: straight to the slab */
-			array_free_objs(s, c, &x, 1);
+			array_free_objs(s, c, &x, 1, true);   /* (checked by the caller) */
 			return;
 		}
 	}
+	set_freepointer(s, x, NULL);   /* the mark (checked by the caller) */
 	uint32_t n = c->n;
-	if (unlikely(sheaf_recent(c->objs, n, x)))
-		slab_bad_free(s, page_obj_slab(x), x, "double free");
 	if (n == c->cap) {
 		flusharray(s, c);
 		n = c->n;
@@ -942,7 +950,7 @@ void array_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x)
 void array_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
 	if (c->main && c->n) {
-		array_free_objs(s, c, c->objs, c->n);
+		array_free_objs(s, c, c->objs, c->n, true);
 		stat_add(s, c, USLAB_STAT_SHEAF_FLUSH, c->n);
 		cpu_set_n(c, 0);
 	}
@@ -960,8 +968,10 @@ size_t array_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, v
 		uint32_t n = c->n;
 		if (n) {   /* from the top of the array, as single allocations would */
 			size_t k = MIN((size_t)n, nr - i);
-			for (size_t j = 0; j < k; j++)
+			for (size_t j = 0; j < k; j++) {
 				objs[i + j] = c->objs[n - 1 - j];
+				cpu_fp_scrub(c, objs[i + j]);
+			}
 			cpu_set_n(c, n - (uint32_t)k);
 			i += k;
 			continue;
@@ -969,10 +979,10 @@ size_t array_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, v
 		if (c->main && shared_get(s, c))
 			continue;
 		/* straight from the lists into the caller's array, in chunks */
-		unsigned got = take_objects(s, c, objs + i, (unsigned)MIN(nr - i, (size_t)512));
+		unsigned got = take_objects(s, c, objs + i, (unsigned)MIN(nr - i, (size_t)512), true);
 		if (!got) {
 			if (i)
-				array_free_objs(s, c, objs, (unsigned)i);
+				array_free_objs(s, c, objs, (unsigned)i, true);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
 			errno = ENOMEM;
 			return 0;
@@ -987,8 +997,10 @@ void array_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 	size_t i = 0;
 	if (unlikely(!c->main))
 		sheaf_setup_cpu(s, c, c->sheaf_cap);
-	if (!c->main) {
-		array_free_objs(s, c, objs, (unsigned)nr);
+	if (!c->main) {   /* no memory for an array: straight to the slabs */
+		for (size_t i = 0; i < nr; i++)
+			fp_check_free(s, page_obj_slab(objs[i]), objs[i]);   /* (in an array: the mark) */
+		array_free_objs(s, c, objs, (unsigned)nr, false);
 		return;
 	}
 	while (i < nr) {
@@ -1000,8 +1012,7 @@ void array_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 		size_t k = MIN((size_t)(c->cap - n), nr - i);
 		for (size_t j = 0; j < k; j++) {
 			void *x = objs[i + j];
-			if (unlikely(sheaf_recent(c->objs, n, x)))
-				slab_bad_free(s, page_obj_slab(x), x, "double free");
+			fp_mark_free(s, page_obj_slab(x), x);   /* (x twice in objs[]: the second finds it) */
 			c->objs[n++] = x;
 		}
 		cpu_set_n(c, n);
@@ -1064,7 +1075,7 @@ bool array_reap(struct uslab_cache *s, bool all)
 			unsigned batches = (TUNE(s, sharedfactor) + 4) / 5;
 			struct sheaf *sh;
 			while (batches-- && (sh = shared_take(s, NULL)) != NULL) {
-				array_free_objs(s, NULL, sh->objects, sh->size);
+				array_free_objs(s, NULL, sh->objects, sh->size, true);
 				stat_add(s, NULL, USLAB_STAT_REAP, sh->size);
 				batch_recycle(s, NULL, sh);
 			}

@@ -171,12 +171,12 @@ static void classic_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t
 		}
 		chunk[k++] = x;
 		if (k == 64) {
-			slab_free_objects(s, c, chunk, k, TUNE(s, cpu_partial) != 0);
+			slab_free_objects(s, c, chunk, k, TUNE(s, cpu_partial) != 0, false);
 			k = 0;
 		}
 	}
 	if (k)
-		slab_free_objects(s, c, chunk, k, TUNE(s, cpu_partial) != 0);
+		slab_free_objects(s, c, chunk, k, TUNE(s, cpu_partial) != 0, false);
 	if (cnt) {
 		set_freepointer(s, tail, c->freelist);
 		c->freelist = head;
@@ -239,8 +239,8 @@ static NOINLINE void free_bulk_general(struct uslab_cache *named, struct uslab_c
 			}
 			if (unlikely(opt.hardened) && !live_clear(x))
 				slab_bad_free(named, slab, x, "double free");
-			if (!s->debug && (!c || c->mode == CPU_SHEAVES || c->mode == CPU_SLAB))
-				fp_check_free(s, slab, x);   /* (the other modes check as they link it) */
+			if (!s->debug && !c)
+				fp_check_free(s, slab, x);   /* (the modes check as they link or mark it) */
 			if (!c) {
 				if (s->debug) {   /* through every debug check, which counts it */
 					slab_debug_free(s, slab, x, __builtin_return_address(0), USLAB_STAT_FREE_BULK);

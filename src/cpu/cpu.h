@@ -319,8 +319,10 @@ USLAB_HIDDEN void array_free_bulk(struct uslab_cache *s, struct cpu_cache *c, si
 USLAB_HIDDEN void *array_alloc_nocpu(struct uslab_cache *s);
 /* Free objs[0..n) (checked objects of s, of any slab layout): SLAB-format
  * ones to their slabs' index lists (one node lock hold per chunk), others
- * through slab_free_objects(). c may be NULL. */
-USLAB_HIDDEN void array_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, unsigned n);
+ * through slab_free_objects(). c may be NULL. from_cpu: they come from
+ * an array or a sheaf (marked), else from the program (checked there). */
+USLAB_HIDDEN void array_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, unsigned n,
+				  bool from_cpu);
 /* The chain head..tail of cnt objects of SLAB-format slab (links through
  * free pointers, written by the caller: a remote batch, a queue). */
 USLAB_HIDDEN void array_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
@@ -540,6 +542,7 @@ static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_c
 	if (likely(n)) {
 		x = c->objs[n - 1];
 		cpu_set_n(c, n - 1);
+		cpu_fp_scrub(c, x);   /* off: the double-free mark */
 		if (unlikely(cpu_tick_alloc(&c->alloc_pcs)))
 			return cpu_alloc_wrapped(s, c, x, true, asked);
 		track_alloc(x, s->object_size);
@@ -605,7 +608,7 @@ static inline __attribute__((always_inline)) void home_free_fast(struct slab *d,
 
 /*
  * Every other live slab's object: push onto main when it has room
- * (sheaves: any object of the cache; not among the last frees), onto the
+ * (sheaves: any object of the cache, not marked free already), onto the
  * CPU free list when x is in the CPU slab (classic: a range and boundary
  * check, not the list head); else out of line (remote frees of home and
  * slqb, slqb's queue, full sheaves). d: x's descriptor, kind checked,
@@ -618,7 +621,7 @@ static inline __attribute__((always_inline)) void slab_free_fast_desc(struct usl
 	uint32_t n = c->n;
 	uintptr_t off = (uintptr_t)x - base - d->colour;   /* (SLAB-format slabs start at their colour) */
 	if (likely(n < c->cap)) {
-		if (likely(cpu_offset_ok(c, d, off)) && likely(!sheaf_recent(c->objs, n, x))) {
+		if (likely(cpu_offset_ok(c, d, off)) && likely(cpu_fp_swap(c, x, NULL))) {   /* NULL: the mark */
 			track_free(x, d->cache->object_size);
 			c->objs[n] = x;
 			cpu_order();

@@ -116,6 +116,7 @@ void *cpu_alloc_wrapped(struct uslab_cache *named, struct cpu_cache *c, void *x,
 	/* x goes back as if never taken (its count too: the sample is counted
 	 * as the cache's allocation) */
 	if (from_objs) {
+		set_freepointer(s, x, NULL);   /* marked free again */
 		c->objs[c->n] = x;
 		cpu_set_n(c, c->n + 1);
 		__atomic_store_n(&c->alloc_pcs, cpu_ctr(&c->alloc_pcs) - 1, __ATOMIC_RELAXED);

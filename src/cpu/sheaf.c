@@ -74,7 +74,6 @@ static struct sheaf *sheaf_new(struct uslab_cache *s, struct cpu_cache *c, unsig
 	sh->next = NULL;
 	sh->size = 0;
 	sh->cap = cap;
-	sh->guard[0] = sh->guard[1] = NULL;
 	stat_inc(s, c, USLAB_STAT_SHEAF_ALLOC);
 	return sh;
 }
@@ -90,7 +89,7 @@ static void sheaf_flush(struct uslab_cache *s, struct cpu_cache *c, struct sheaf
 {
 	if (!sh->size)
 		return;
-	slab_free_objects(s, c, sh->objects, sh->size, false);
+	slab_free_objects(s, c, sh->objects, sh->size, false, true);
 	stat_add(s, c, USLAB_STAT_SHEAF_FLUSH, sh->size);
 	sh->size = 0;
 }
@@ -339,7 +338,7 @@ static bool refill_main(struct uslab_cache *s, struct cpu_cache *c)
 		return true;
 	}
 	spare_put(c, sp);   /* empty, or none */
-	unsigned got = slab_take_objects(s, c, c->objs, c->cap);
+	unsigned got = slab_take_objects(s, c, c->objs, c->cap, true);
 	if (!got)
 		return false;
 	stat_add(s, c, USLAB_STAT_SHEAF_REFILL, got);
@@ -359,6 +358,7 @@ void *sheaf_alloc_slow(struct uslab_cache *s, struct cpu_cache *c)
 	uint32_t n = c->n - 1;
 	void *x = c->objs[n];
 	cpu_set_n(c, n);
+	cpu_fp_scrub(c, x);
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLOWPATH);
 	return x;
 }
@@ -395,7 +395,7 @@ static void make_room(struct uslab_cache *s, struct cpu_cache *c)
 	}
 	/* flush main in place */
 	uint32_t n = c->n;
-	slab_free_objects(s, c, c->objs, n, false);
+	slab_free_objects(s, c, c->objs, n, false, true);
 	stat_add(s, c, USLAB_STAT_SHEAF_FLUSH, n);
 	cpu_set_n(c, 0);
 }
@@ -411,9 +411,8 @@ void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x)
 			return;
 		}
 	}
+	set_freepointer(s, x, NULL);   /* the mark (checked by the caller) */
 	uint32_t n = c->n;
-	if (unlikely(sheaf_recent(c->objs, n, x)))
-		slab_bad_free(s, page_obj_slab(x), x, "double free");
 	if (n == c->cap) {
 		make_room(s, c);
 		n = c->n;
@@ -447,8 +446,10 @@ size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, v
 		uint32_t n = c->n;
 		if (n) {   /* from the top of main, as single allocations would */
 			size_t k = MIN((size_t)n, nr - i);
-			for (size_t j = 0; j < k; j++)
+			for (size_t j = 0; j < k; j++) {
 				objs[i + j] = c->objs[n - 1 - j];
+				cpu_fp_scrub(c, objs[i + j]);
+			}
 			cpu_set_n(c, n - (uint32_t)k);
 			i += k;
 			continue;
@@ -461,10 +462,10 @@ size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, v
 		/* straight from the slabs into the caller's array, in chunks
 		 * (the node lock is not held for a whole large request) */
 		unsigned want = (unsigned)MIN(nr - i, (size_t)512);
-		unsigned got = slab_take_objects(s, c, objs + i, want);
+		unsigned got = slab_take_objects(s, c, objs + i, want, false);
 		if (!got) {
 			if (i)
-				slab_free_objects(s, c, objs, (unsigned)i, false);
+				slab_free_objects(s, c, objs, (unsigned)i, false, false);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
 			errno = ENOMEM;
 			return 0;
@@ -486,8 +487,7 @@ void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 			size_t k = MIN((size_t)room, nr - i);
 			for (size_t j = 0; j < k; j++) {
 				void *x = objs[i + j];
-				if (unlikely(sheaf_recent(c->objs, n, x)))
-					slab_bad_free(s, page_obj_slab(x), x, "double free");
+				fp_mark_free(s, page_obj_slab(x), x);   /* (x twice in objs[]: the second finds it) */
 				c->objs[n++] = x;
 			}
 			cpu_set_n(c, n);
@@ -507,7 +507,7 @@ void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 		void *chunk[64];
 		unsigned k = (unsigned)MIN(nr - i, (size_t)64);
 		memcpy(chunk, objs + i, k * sizeof(void *));
-		slab_free_objects(s, c, chunk, k, false);
+		slab_free_objects(s, c, chunk, k, false, false);
 		i += k;
 	}
 }

@@ -32,7 +32,7 @@
 
 #include <string.h>
 
-/* A sheaf with no room: cpu_empty's objs, whose objects[-1] (guard) is NULL. */
+/* A sheaf with no room: cpu_empty's objs (cap 0). */
 static struct sheaf empty_sheaf;
 
 struct cpu_cache cpu_empty __attribute__((aligned(2 * CACHE_LINE))) = { .objs = empty_sheaf.objects,

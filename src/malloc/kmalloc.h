@@ -78,6 +78,7 @@ static inline __attribute__((always_inline)) void *kmalloc(size_t size)
 		uint32_t n = c->n - 1;
 		x = c->objs[n];
 		cpu_set_n(c, n);
+		cpu_fp_scrub(c, x);   /* off: the double-free mark */
 		if (unlikely(cpu_tick_alloc(&c->alloc_pcs)))
 			return cpu_alloc_wrapped(c->cache, c, x, true, size);
 		track_alloc(x, c->cache->object_size);

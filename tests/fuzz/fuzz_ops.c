@@ -31,29 +31,27 @@
  * when the fuzzer runs with USLAB_OPTIONS=hardened (by hand: run.sh unsets
  * USLAB_OPTIONS):
  *
- *  # | misuse                                  | default mode (sheaves)        | slub_debug cache | hardened
+ *  # | misuse                                  | every mode                    | slub_debug cache | hardened
  *  --+-----------------------------------------+-------------------------------+------------------+------------------
- *  1 | free x; 0..3 frees of others of its     | "double free" at the free     | "double free" at | "double free
- *    | cache; free x (the child shrinks first: |                               | the free [a]     | (object not
- *    | an empty main sheaf; x among main's top |                               |                  | live)" at the
- *    | 4 entries, which every free compares)   |                               |                  | free
- *  2 | the same with 4.. frees between, all    | not caught at the free;       | at the free [a]  | at the free
- *    | still in main                           | "double free" when main is    |                  |
- *    |                                         | flushed (x twice in a batch)  |                  |
- *  3 | free x; shrink (x back on its slab's    | not caught at the free;       | "double free" at | "double free
- *    | free list); free x; another live object | "double free" at the flush    | the free         | (object not
- *    | keeps x's slab                          | (x's word is a free-list link)|                  | live)" at once
+ *  1 | free x; 0..3 frees of others of its     | "double free" at the free [a] | "double free" at | "double free
+ *    | cache; free x (the child shrinks first) | (x's word: the mark, or a     | the free [a]     | (object not
+ *    |                                         | free-list link)               |                  | live)" at the
+ *    |                                         |                               |                  | free
+ *  2 | the same with 4.. frees between         | "double free" at the free [a] | at the free [a]  | at the free
+ *  3 | free x; shrink (x back on its slab's    | "double free" at the free     | "double free" at | "double free
+ *    | free list); free x; another live object | (x's word is a free-list link | the free         | (object not
+ *    | keeps x's slab                          | or the mark)                  |                  | live)" at once
  *  3b| the same, x was its slab's last object  | "invalid free" at the free (the slab was given back by the
  *    |                                         | shrink: no slab there), every mode
- *  4 | x twice in one free_bulk                | "double free" at the free or  | at the free [a]  | at the free
- *    |                                         | at the flush                  |                  |
+ *  4 | x twice in one free_bulk                | "double free" at the free [a] | at the free [a]  | at the free
  *  5 | a pointer inside a cache object         | "invalid free" at the free, every mode
  *  6 | a stack, global or other heap's pointer | "invalid free" at the free, every mode
  *    | freed to a cache                        |
  *  7 | an object of cache A freed to cache B   | "wrong cache" (naming both) at the free, every mode;
  *    |                                         | not caught when B and A are one cache (merged: an alias)
- *  8 | malloc class block: free; 0..3 frees of | "double free" at the free; with 4.. between, at the flush
- *    | its class; free (after malloc_trim)     | (malloc_trim); hardened: at the free
+ *  8 | malloc class block: free; any number of | "double free" at the free (glibc's tcache pattern, 20 frees
+ *    | frees of its class; free (after         | between, included)
+ *    | malloc_trim)                            |
  *  9 | a large block (32 KiB .. 2 MiB) twice   | "double free at .. (large block)" at the free
  * 10 | a huge block (own mapping) twice        | "double free at .. (huge block)" at the free
  * 11 | uslab_free of a pointer inside a class, | "invalid free" at the free
@@ -65,18 +63,17 @@
  *    |                                         | "invalid free"
  * 13 | uslab_free of a cache object            | not caught: freed to its cache (as the kernel's kfree())
  *
- * [a] or "invalid free" at the free: a debug cache frees to the slab at
- *     once, and when that emptied x's slab while the node already kept
- *     min_partial slabs, the slab is gone by the second free.
- * Rows 1-4 and 8 need sheaves (or debug, or hardened): a cache in classic
- * mode (sheaf_capacity 0) catches only what its free-list heads show
- * (README), and the fuzzer does not try them there. Default mode also
- * misses at the free a double free with 0..3 frees between when main was
- * full at one of them (it went to the spare sheaf or the barn and a new
- * main started: the top-4 compare no longer sees x; the flush may still
- * see it; the fuzzer's child empties main first). Not caught at all in
- * default mode: rows 2 and 3 when x is allocated again before the flush
- * (x is then handed out twice).
+ * [a] or "invalid free" at the free: when the first free emptied x's slab
+ *     (a debug cache frees to the slab at once; the modes without a sheaf
+ *     free to the slab when x's is not the CPU part's) while the node
+ *     already kept min_partial slabs, the slab is gone by the second free.
+ * Rows 1-4 and 8 rest on the double-free mark (src/core/slab.h, FP_TAKEN):
+ * a free object's free-pointer word holds a link or the mark, whichever
+ * per-CPU mode holds it (CPU free list, owned slab, remote batch, SLQB
+ * queue, sheaf, SLAB array, slab), and every free reads it first. The
+ * fuzzer is built obfuscated (USLAB_HARDENED, the default), where the mark
+ * is checked. KFENCE samples are freed to the pool, which reports on its
+ * own (tests/test_kfence.c): the rows pick objects of slabs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -92,6 +89,7 @@
 #include <unistd.h>
 
 #include "uslab.h"
+#include "kfence.h"   /* kfence_owns() */
 
 #define FZPU (USLAB_CONSISTENCY_CHECKS | USLAB_RED_ZONE | USLAB_POISON | USLAB_STORE_USER)
 #define LIVE_MAX 4096
@@ -880,7 +878,7 @@ static size_t find_obj(size_t start, bool (*pred)(size_t i, void *arg), void *ar
 {
 	for (size_t j = 0; j < nlive; j++) {
 		size_t i = (start + j) % nlive;
-		if (pred(i, arg))
+		if (pred(i, arg) && !kfence_owns(live[i].p))   /* a sample has its own reports */
 			return i;
 	}
 	return SIZE_MAX;
@@ -930,35 +928,18 @@ static bool plan_cache_double(struct plan *pl, size_t xi, unsigned extra)
 {
 	struct cstate st;
 	cstate_of(pl->c, &st);
-	if (!st.sheaves && !st.debug && !hardened)
-		return false;   /* classic mode: its free-list heads only (README) */
-	bool at_once = st.debug || hardened;
-	/* a debug cache frees to the slab at once: if that emptied it and the
-	 * node had min_partial slabs already, the slab is gone by the second
-	 * free, which then finds no slab there */
-	pl->text2 = st.debug ? "invalid free" : NULL;
+	/* [a]: a first free that empties x's slab may give the slab back
+	 * (the node keeps min_partial already): the second finds no slab */
+	pl->text2 = "invalid free";
+	pl->when = AT_MISUSE;   /* the mark: at the second free, every mode */
+	pl->text = "double free";
 	switch (pl->row) {
-	case R_RECENT: {
-		/* x at the bottom of an empty main, then the others (live ones,
-		 * topped up by fresh ones): none may fill main before x comes
-		 * again */
-		size_t want = extra % 4, room = !st.sheaves ? 3 : st.cap ? st.cap - 1 : 0;
-		want = want < room ? want : room;
+	case R_RECENT: case R_FAR: {
+		/* x freed into an emptied CPU part, then the others (live
+		 * ones, topped up by fresh ones), then x */
+		size_t want = pl->row == R_RECENT ? extra % 4 : 4 + extra % 40;
 		pl->nothers = pick_others(pl, xi, want);
-		pl->fresh = (extra >> 4) % 2 ? want - pl->nothers : 0;
-		pl->when = AT_MISUSE;
-		pl->text = "double free";
-		return true;
-	}
-	case R_FAR: {
-		size_t want = 4 + extra % 40, room = st.sheaves ? (st.cap >= 2 ? st.cap - 2 : 0) : BULK_MAX;
-		if (room < 4)
-			return false;
-		want = want < room ? want : room;
-		pl->nothers = pick_others(pl, xi, want);
-		pl->fresh = want - pl->nothers;
-		pl->when = at_once ? AT_MISUSE : AT_FLUSH;   /* default: twice in one batch when main is flushed */
-		pl->text = "double free";
+		pl->fresh = pl->row == R_FAR || (extra >> 4) % 2 ? want - pl->nothers : 0;
 		return true;
 	}
 	case R_SLAB: {
@@ -967,11 +948,7 @@ static bool plan_cache_double(struct plan *pl, size_t xi, unsigned extra)
 		int sh = slab_shared(xi, &st);
 		if (sh < 0)
 			return false;
-		if (sh) {   /* x back on the free list of a slab that stays */
-			pl->when = at_once ? AT_MISUSE : AT_FLUSH;
-			pl->text = "double free";
-		} else {    /* x was its slab's last object: the slab is gone */
-			pl->when = AT_MISUSE;
+		if (!sh) {   /* x was its slab's last object: the slab is gone */
 			pl->text = "invalid free";
 			pl->text2 = NULL;
 		}
@@ -987,8 +964,6 @@ static bool plan_cache_double(struct plan *pl, size_t xi, unsigned extra)
 			v[i] = i == a || i == b ? pl->x : pl->others[k++];
 		memcpy(pl->others, v, n * sizeof v[0]);
 		pl->nothers = n;
-		pl->when = at_once ? AT_MISUSE : AT_EITHER;
-		pl->text = "double free";
 		return true;
 	}
 	default:
@@ -1053,17 +1028,13 @@ static void op_misuse(struct in *in)
 		pl.x = live[xi].p;
 		char root[USLAB_NAME_MAX + 1];
 		unsigned cap;
-		if (!class_state(uslab_malloc_usable_size(pl.x), root, sizeof root, &cap) || (!cap && !hardened))
+		if (!class_state(uslab_malloc_usable_size(pl.x), root, sizeof root, &cap))
 			return;
-		/* as rows 1 and 2: the others must not fill main */
-		size_t want = extra % 12;
-		if (!hardened && want >= 4 && cap < 6)
-			want = 3;
-		size_t lim = hardened ? want : want <= 3 ? (want < cap ? want : cap - 1) : (want < cap - 2 ? want : cap - 2);
-		pl.nothers = pick_others(&pl, xi, lim);
-		pl.fresh = lim - pl.nothers;   /* topped up with fresh blocks of the class */
+		size_t want = extra % 24;   /* glibc's tcache pattern (20 between) included */
+		pl.nothers = pick_others(&pl, xi, want);
+		pl.fresh = want - pl.nothers;   /* topped up with fresh blocks of the class */
 		pl.fresh_size = uslab_malloc_usable_size(pl.x);
-		pl.when = lim <= 3 || hardened ? AT_MISUSE : AT_FLUSH;
+		pl.when = AT_MISUSE;   /* the mark, every mode */
 		pl.text = "double free";
 		break;
 	}
@@ -1194,12 +1165,13 @@ static void misuse_selftest(void)
 	double t0 = now_s();
 	/* live[]: 0..nobj-1 the cache's objects, then 3 blocks of 100 bytes,
 	 * the large block, the huge block */
-	static const unsigned ks[] = { 3, 6 };   /* fz_ctor_96 (sheaves, never merged), fz_dbg_48 (slub_debug) */
+	static const unsigned ks[] = { 3, 6 };   /* fz_ctor_96 (never merged), fz_dbg_48 (slub_debug) */
 	for (unsigned i = 0; i < 2; i++) {
 		unsigned k = ks[i];
 		for (unsigned j = 0; j < 4; j++)
 			misuse_case(k, 6, 100, R_RECENT, 0, j | (j & 1) << 4, 0, 0);   /* 0..3 between, fresh ones too */
 		misuse_case(k, 6, 100, R_FAR, 0, 6, 0, 0);                           /* 10 between: 5 live, 5 fresh */
+		misuse_case(k, 6, 100, R_FAR, 0, 16, 0, 0);                          /* 20 between: glibc's tcache test */
 		misuse_case(k, 6, 100, R_SLAB, 0, 0, 0, 0);                          /* the slab stays */
 		misuse_case(k, 1, 100, R_SLAB, 0, 0, 0, 0);                          /* its last object: the slab goes */
 		misuse_case(k, 6, 100, R_BULK, 0, 4 | 1 << 6 | 2 << 11, 0, 0);        /* x at 1 and 2 */
@@ -1213,6 +1185,7 @@ static void misuse_selftest(void)
 #ifdef USLAB_HAVE_MALLOC
 	misuse_case(1, 6, 100, R_M_RECENT, 0, 2, 6, 0);    /* 2 between */
 	misuse_case(1, 6, 100, R_M_RECENT, 0, 9, 6, 0);    /* 9 between: 2 live, 7 fresh */
+	misuse_case(1, 6, 100, R_M_RECENT, 0, 20, 6, 0);   /* 20 between: glibc's tst-tcfree2 */
 	misuse_case(1, 6, 100, R_M_BIG, 0, 0, 9, 0);       /* large */
 	misuse_case(1, 6, 100, R_M_BIG, 0, 0, 10, 0);      /* huge */
 	for (unsigned sub = 0; sub < 6; sub++)        /* inside a class, a large, a huge block; stack, global, heap */
