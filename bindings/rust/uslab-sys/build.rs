@@ -103,6 +103,11 @@ struct Header {
     cache_info_version: u32,
     /// `USLAB_STAT_EVENTS_MAX` (the events[] length from struct version 3 on).
     stat_events_max: Option<usize>,
+    /// `USLAB_PROCESS_INFO_VERSION`.
+    process_info_version: u32,
+    /// The per-CPU modes: one more than the largest `USLAB_CPU_*` value (0
+    /// before the `cpu_mode` tunable).
+    cpu_modes: u32,
 }
 
 /// The value of `#define NAME <number>` in the header, if any.
@@ -178,7 +183,30 @@ fn parse_header(text: &str) -> Header {
     let cache_info_version = define_number(text, "USLAB_CACHE_INFO_VERSION")
         .expect("uslab-sys: uslab.h lacks USLAB_CACHE_INFO_VERSION") as u32;
     let stat_events_max = define_number(text, "USLAB_STAT_EVENTS_MAX").map(|v| v as usize);
-    Header { version, stat_items, functions, cache_info_version, stat_events_max }
+    let process_info_version = define_number(text, "USLAB_PROCESS_INFO_VERSION")
+        .expect("uslab-sys: uslab.h lacks USLAB_PROCESS_INFO_VERSION") as u32;
+    // Modes are added without a struct version (slab mode was), so count
+    // the header's `#define USLAB_CPU_NAME <n>` lines.
+    let cpu_modes = text
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            if words.next() != Some("#define") || !words.next()?.starts_with("USLAB_CPU_") {
+                return None;
+            }
+            words.next()?.parse::<u32>().ok()
+        })
+        .max()
+        .map_or(0, |m| m + 1);
+    Header {
+        version,
+        stat_items,
+        functions,
+        cache_info_version,
+        stat_events_max,
+        process_info_version,
+        cpu_modes,
+    }
 }
 
 /// The newest struct uslab_cache_info version src/lib.rs can mirror.
@@ -237,6 +265,13 @@ fn generate_rust(header: &Header) -> String {
     writeln!(out, "pub const USLAB_CACHE_INFO_VERSION: c_uint = {};", info_version).unwrap();
     writeln!(out, "/// The length of [`uslab_cache_info::events`] in that version.").unwrap();
     writeln!(out, "pub const USLAB_CACHE_INFO_EVENTS: usize = {};", info_events).unwrap();
+    writeln!(
+        out,
+        "/// The per-CPU modes this uslab has: the `cpu_mode` tunable takes the `USLAB_CPU_*` values \
+         below this (0: a uslab before the tunable). Counted from the header; not a C constant."
+    )
+    .unwrap();
+    writeln!(out, "pub const USLAB_CPU_NR_MODES: c_uint = {};", header.cpu_modes).unwrap();
     writeln!(out, "/// Every function `uslab.h` declares (`USLAB_API`), for the bindings' own tests.").unwrap();
     writeln!(out, "#[doc(hidden)]").unwrap();
     writeln!(out, "pub const API_FUNCTIONS: &[&str] = &[").unwrap();
@@ -283,6 +318,15 @@ fn main() {
         if mirrored >= since {
             println!("cargo:rustc-cfg={}", cfg);
         }
+    }
+    // struct uslab_process_info: version 2 is always mirrored, version 3's
+    // fields (KFENCE by time) where the header has them, so that an older
+    // source tree (USLAB_SYS_SOURCE_DIR) still builds and passes.
+    if check_cfg {
+        println!("cargo:rustc-check-cfg=cfg(uslab_process_info_v3)");
+    }
+    if header.process_info_version >= 3 {
+        println!("cargo:rustc-cfg=uslab_process_info_v3");
     }
 
     // CMakeLists.txt: C11 with GNU extensions, -O2 -g, -Wall -Wextra

@@ -45,6 +45,25 @@
 #define LAYOUT_V4(X)
 #endif
 
+/* Slab mode, which came without a struct version (src/lib.rs pushes its
+ * value where USLAB_CPU_NR_MODES, counted by build.rs from the same header,
+ * says the mode exists). */
+#ifdef USLAB_CPU_SLAB
+#define LAYOUT_CPU_SLAB(X) X((size_t)USLAB_CPU_SLAB)
+#else
+#define LAYOUT_CPU_SLAB(X)
+#endif
+
+/* struct uslab_process_info version 3: KFENCE's sampling by time and its
+ * pool's size (cfg uslab_process_info_v3). */
+#if USLAB_PROCESS_INFO_VERSION >= 3
+#define LAYOUT_PROCESS_V3(X) \
+	X(offsetof(struct uslab_process_info, kfence_ms)) \
+	X(offsetof(struct uslab_process_info, kfence_pool_bytes))
+#else
+#define LAYOUT_PROCESS_V3(X)
+#endif
+
 #define LAYOUT(X) \
 	X(sizeof(struct uslab_cache_info)) \
 	X(offsetof(struct uslab_cache_info, name)) \
@@ -70,6 +89,7 @@
 	X(offsetof(struct uslab_cache_info, has_ctor)) \
 	LAYOUT_V3(X) \
 	LAYOUT_V4(X) \
+	LAYOUT_CPU_SLAB(X) \
 	X(sizeof(struct uslab_process_info)) \
 	X(offsetof(struct uslab_process_info, segments)) \
 	X(offsetof(struct uslab_process_info, mapped_bytes)) \
@@ -83,6 +103,7 @@
 	X(offsetof(struct uslab_process_info, kfence_missed)) \
 	X(offsetof(struct uslab_process_info, kfence_in_use)) \
 	X(offsetof(struct uslab_process_info, kfence_reports)) \
+	LAYOUT_PROCESS_V3(X) \
 	X(sizeof(struct uslab_malloc_info)) \
 	X(offsetof(struct uslab_malloc_info, segment_bytes)) \
 	X(offsetof(struct uslab_malloc_info, in_use_bytes)) \

@@ -79,8 +79,21 @@ pub const USLAB_CPU_HOME: c_uint = 2;
 /// `cpu_mode`: SLQB: home's slabs and a LIFO object queue (tunables
 /// `freebatch`, `hiwater`).
 pub const USLAB_CPU_SLQB: c_uint = 3;
+/// `cpu_mode`: the kernel's SLAB: per-CPU arrays (tunables `limit`,
+/// `batchcount`), a shared array (`sharedfactor`), three slab lists, index
+/// free lists, colouring and a periodic reap. A library before it rejects
+/// the value (`EINVAL`); [`USLAB_CPU_NR_MODES`] says whether this one has it.
+pub const USLAB_CPU_SLAB: c_uint = 4;
 
-/// The [`uslab_process_info`] version these bindings mirror.
+/// The [`uslab_process_info`] version these bindings mirror: the header's,
+/// 3 at most, 2 at least. `build.rs` sets cfg `uslab_process_info_v3` from
+/// the header.
+#[cfg(uslab_process_info_v3)]
+pub const USLAB_PROCESS_INFO_VERSION: c_uint = 3;
+/// The [`uslab_process_info`] version these bindings mirror: the header's,
+/// 3 at most, 2 at least. `build.rs` sets cfg `uslab_process_info_v3` from
+/// the header.
+#[cfg(not(uslab_process_info_v3))]
 pub const USLAB_PROCESS_INFO_VERSION: c_uint = 2;
 /// The [`uslab_malloc_info`] version these bindings mirror.
 pub const USLAB_MALLOC_INFO_VERSION: c_uint = 1;
@@ -296,8 +309,11 @@ impl uslab_cache_info {
     }
 }
 
-/// The page allocator's view of the process (`struct uslab_process_info`,
-/// version 2: version 1 plus the KFENCE fields).
+/// The page allocator's view of the process (`struct uslab_process_info`),
+/// in the version [`USLAB_PROCESS_INFO_VERSION`] names: 3 (KFENCE's
+/// sampling by time and its pool's size) where the header has it, else 2
+/// (version 1 plus the KFENCE fields). [`uslab_process_info::v3`] reads the
+/// version-3 fields whichever version is mirrored.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct uslab_process_info {
@@ -315,8 +331,9 @@ pub struct uslab_process_info {
     pub free_blocks: [u64; 10],
     /// Resident set size of the process.
     pub rss_bytes: u64,
-    /// Version 2: about one allocation in this many is sampled by KFENCE;
-    /// 0: off.
+    /// Version 2: about one allocation in this many is sampled by KFENCE
+    /// (`kfence=N`); 0: off; `c_uint::MAX`: one every `kfence_ms` (the
+    /// default from version 3 on).
     pub kfence_interval: c_uint,
     /// Version 2: objects the guarded pool holds (0: no pool).
     pub kfence_slots: c_uint,
@@ -329,6 +346,38 @@ pub struct uslab_process_info {
     pub kfence_in_use: u64,
     /// Version 2: KFENCE reports made (misuse found).
     pub kfence_reports: u64,
+    /// Version 3: KFENCE sampling by time: milliseconds between samples
+    /// (0: not by time).
+    #[cfg(uslab_process_info_v3)]
+    pub kfence_ms: c_uint,
+    /// Version 3: bytes the KFENCE pool maps (data and guard pages, slot
+    /// metadata); 0 until the first sample maps it. Not in `mapped_bytes`.
+    #[cfg(uslab_process_info_v3)]
+    pub kfence_pool_bytes: u64,
+}
+
+/// The fields version 3 added to [`uslab_process_info`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct uslab_process_info_v3 {
+    /// KFENCE sampling by time: milliseconds between samples (0: not by
+    /// time).
+    pub kfence_ms: c_uint,
+    /// Bytes the KFENCE pool maps; 0 until the first sample maps it.
+    pub kfence_pool_bytes: u64,
+}
+
+impl uslab_process_info {
+    /// The version-3 fields; `None` when the mirrored version predates them.
+    pub fn v3(&self) -> Option<uslab_process_info_v3> {
+        #[cfg(uslab_process_info_v3)]
+        {
+            Some(uslab_process_info_v3 { kfence_ms: self.kfence_ms, kfence_pool_bytes: self.kfence_pool_bytes })
+        }
+        #[cfg(not(uslab_process_info_v3))]
+        {
+            None
+        }
+    }
 }
 
 /// The malloc family's memory (`struct uslab_malloc_info`, version 1).
@@ -518,6 +567,11 @@ mod tests {
             USLAB_CPU_HOME as usize,
             USLAB_CPU_SLQB as usize,
         ]);
+        // Slab mode came without a struct version: c/layout.c has its value
+        // where the header defines it.
+        if USLAB_CPU_NR_MODES > USLAB_CPU_SLAB {
+            rust.push(USLAB_CPU_SLAB as usize);
+        }
         rust.extend([
             size_of::<uslab_process_info>(),
             offset_of!(uslab_process_info, segments),
@@ -532,6 +586,13 @@ mod tests {
             offset_of!(uslab_process_info, kfence_missed),
             offset_of!(uslab_process_info, kfence_in_use),
             offset_of!(uslab_process_info, kfence_reports),
+        ]);
+        #[cfg(uslab_process_info_v3)]
+        rust.extend([
+            offset_of!(uslab_process_info, kfence_ms),
+            offset_of!(uslab_process_info, kfence_pool_bytes),
+        ]);
+        rust.extend([
             size_of::<uslab_malloc_info>(),
             offset_of!(uslab_malloc_info, segment_bytes),
             offset_of!(uslab_malloc_info, in_use_bytes),
@@ -629,7 +690,9 @@ mod tests {
             if let Some(v4) = info.v4() {
                 assert_eq!(v4.allocs - v4.frees, info.active_objects);
                 assert!(v4.allocs >= 32 && v4.allocs_fast <= v4.allocs);
-                assert!(v4.cpu_mode <= USLAB_CPU_SLQB);
+                // A new cache runs the default mode or USLAB_OPTIONS's
+                // (slub_cpu_mode=), any mode the library has.
+                assert!(v4.cpu_mode < USLAB_CPU_NR_MODES, "cpu_mode {}", v4.cpu_mode);
             }
             uslab_cache_free_bulk(c, objs.len(), objs.as_mut_ptr());
             assert_eq!(uslab_cache_validate(c), 0);

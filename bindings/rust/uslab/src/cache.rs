@@ -97,6 +97,12 @@ pub enum CpuMode {
     /// `"slqb"`: SLQB as compared in 2009: home's slabs and a LIFO object
     /// queue flushed `freebatch` objects at a time above `hiwater`.
     Slqb,
+    /// `"slab"`: the kernel's SLAB: per-thread arrays of `limit` objects
+    /// refilled and flushed `batchcount` at a time, a shared array of up to
+    /// `sharedfactor` batches, full/partial/free slab lists, index free
+    /// lists, colouring and a periodic reap. A uslab before it rejects it
+    /// (`EINVAL`; see [`sys::USLAB_CPU_NR_MODES`]).
+    Slab,
     /// A mode of a newer uslab that this crate does not name.
     Other(u32),
 }
@@ -109,6 +115,7 @@ impl CpuMode {
             sys::USLAB_CPU_SHEAVES => CpuMode::Sheaves,
             sys::USLAB_CPU_HOME => CpuMode::Home,
             sys::USLAB_CPU_SLQB => CpuMode::Slqb,
+            sys::USLAB_CPU_SLAB => CpuMode::Slab,
             other => CpuMode::Other(other),
         }
     }
@@ -120,6 +127,7 @@ impl CpuMode {
             CpuMode::Sheaves => sys::USLAB_CPU_SHEAVES,
             CpuMode::Home => sys::USLAB_CPU_HOME,
             CpuMode::Slqb => sys::USLAB_CPU_SLQB,
+            CpuMode::Slab => sys::USLAB_CPU_SLAB,
             CpuMode::Other(v) => v,
         }
     }
@@ -132,13 +140,14 @@ impl CpuMode {
             CpuMode::Sheaves => Some("sheaves"),
             CpuMode::Home => Some("home"),
             CpuMode::Slqb => Some("slqb"),
+            CpuMode::Slab => Some("slab"),
             CpuMode::Other(_) => None,
         }
     }
 
     /// The mode called `name` (`"slqb"`), if this crate knows it.
     pub fn by_name(name: &str) -> Option<CpuMode> {
-        [CpuMode::Classic, CpuMode::Sheaves, CpuMode::Home, CpuMode::Slqb]
+        [CpuMode::Classic, CpuMode::Sheaves, CpuMode::Home, CpuMode::Slqb, CpuMode::Slab]
             .into_iter()
             .find(|m| m.name() == Some(name))
     }

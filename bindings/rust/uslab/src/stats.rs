@@ -82,8 +82,10 @@ pub struct Event {
 /// Counters of live threads are read without stopping them: each is a
 /// moment old, exact once they are quiet. [`CacheInfo::active_objects`] is
 /// what the program holds, [`CacheInfo::allocs`] less [`CacheInfo::frees`]
-/// (plus objects KFENCE sampled, which are in neither). Objects in sheaves,
-/// barns, SLQB queues and remote batches on their way home are free to the
+/// (a KFENCE sample counts as a slow-path allocation, its free as a
+/// slow-path or bulk free; a uslab before KFENCE sampled by time left
+/// samples out of both). Objects in sheaves, barns, SLQB queues, slab
+/// mode's arrays and remote batches on their way home are free to the
 /// program but in use to the slabs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -300,8 +302,9 @@ pub struct ProcessInfo {
     pub free_blocks: [u64; 10],
     /// Resident set size of the process.
     pub rss_bytes: u64,
-    /// KFENCE (`USLAB_OPTIONS=kfence`): about one allocation in this many
-    /// is sampled into the guarded pool; 0: off.
+    /// KFENCE: about one allocation in this many is sampled into the
+    /// guarded pool (`USLAB_OPTIONS=kfence=N`); 0: off; `u32::MAX`: one
+    /// every [`ProcessInfo::kfence_ms`] (uslab's default).
     pub kfence_interval: u32,
     /// KFENCE: objects the guarded pool holds (0: no pool).
     pub kfence_slots: u32,
@@ -314,6 +317,13 @@ pub struct ProcessInfo {
     pub kfence_in_use: u64,
     /// KFENCE: reports made (misuse found).
     pub kfence_reports: u64,
+    /// KFENCE sampling by time: milliseconds between samples
+    /// (`kfence_ms`); 0: not by time, or a uslab before it.
+    pub kfence_ms: u32,
+    /// Bytes the KFENCE pool maps (its data and guard pages and its slots'
+    /// metadata); 0 until the first sample maps it, or from a uslab before
+    /// it. Not part of [`ProcessInfo::mapped_bytes`].
+    pub kfence_pool_bytes: u64,
 }
 
 /// The page allocator's view of the process.
@@ -326,6 +336,7 @@ pub fn process_info() -> io::Result<ProcessInfo> {
     if unsafe { sys::uslab_process_get_info(&mut raw) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    let v3 = raw.v3().unwrap_or_default();
     Ok(ProcessInfo {
         segments: raw.segments,
         mapped_bytes: raw.mapped_bytes,
@@ -339,6 +350,8 @@ pub fn process_info() -> io::Result<ProcessInfo> {
         kfence_missed: raw.kfence_missed,
         kfence_in_use: raw.kfence_in_use,
         kfence_reports: raw.kfence_reports,
+        kfence_ms: v3.kfence_ms,
+        kfence_pool_bytes: v3.kfence_pool_bytes,
     })
 }
 

@@ -161,6 +161,9 @@ fn tunables_pass_names_through() -> io::Result<()> {
         "cpu_mode",
         "freebatch",
         "hiwater",
+        "limit",
+        "batchcount",
+        "sharedfactor",
         "sheaf_capacity",
         "barn_full",
         "barn_empty",
@@ -256,12 +259,23 @@ fn trait_forwarding() -> io::Result<()> {
     Ok(())
 }
 
-const MODES: [CpuMode; 4] = [CpuMode::Classic, CpuMode::Sheaves, CpuMode::Home, CpuMode::Slqb];
+const ALL_MODES: [CpuMode; 5] = [CpuMode::Classic, CpuMode::Sheaves, CpuMode::Home, CpuMode::Slqb, CpuMode::Slab];
+
+/// The modes the linked uslab has (slab mode came after the others,
+/// without a struct version).
+fn modes() -> Vec<CpuMode> {
+    ALL_MODES.into_iter().filter(|m| m.to_raw() < uslab::sys::USLAB_CPU_NR_MODES).collect()
+}
 
 /// Whether the linked uslab has per-CPU modes (struct version 4 and the
 /// cpu_mode tunable).
 fn has_modes() -> bool {
     uslab::sys::USLAB_CACHE_INFO_VERSION >= 4
+}
+
+/// Whether it has slab mode (the kernel's SLAB).
+fn has_slab_mode() -> bool {
+    has_modes() && modes().contains(&CpuMode::Slab)
 }
 
 /// The mode info shows for `set`: sheaves without a sheaf capacity run
@@ -281,7 +295,8 @@ fn cpu_mode_set_reads_back_from_the_info() -> io::Result<()> {
     }
     let cache: Cache<[u64; 12]> = Cache::with_flags("moded", Flags::NO_MERGE)?;
     let mut held = Vec::new();
-    for mode in MODES.into_iter().chain(MODES.into_iter().rev()) {
+    let modes = modes();
+    for mode in modes.iter().copied().chain(modes.iter().copied().rev()) {
         cache.set_cpu_mode(mode)?;
         assert_eq!(cache.cpu_mode()?, mode);
         assert_eq!(cache.tunable("cpu_mode")?, u64::from(mode.to_raw()));
@@ -328,6 +343,7 @@ fn cpu_mode_names_and_numbers() {
         (CpuMode::Sheaves, "sheaves", uslab::sys::USLAB_CPU_SHEAVES),
         (CpuMode::Home, "home", uslab::sys::USLAB_CPU_HOME),
         (CpuMode::Slqb, "slqb", uslab::sys::USLAB_CPU_SLQB),
+        (CpuMode::Slab, "slab", uslab::sys::USLAB_CPU_SLAB),
     ] {
         assert_eq!(mode.name(), Some(name));
         assert_eq!(mode.to_string(), name);
@@ -356,12 +372,11 @@ fn totals_count_every_allocation_and_free() -> io::Result<()> {
         assert_eq!(info.allocs, sum(&["ALLOC_FASTPATH", "ALLOC_PCS", "ALLOC_SLOWPATH", "ALLOC_BULK"]), "{}", what);
         assert_eq!(info.frees, sum(&["FREE_FASTPATH", "FREE_PCS", "FREE_SLOWPATH", "FREE_BULK"]), "{}", what);
     };
-    let modes: &[Option<CpuMode>] = if has_modes() {
-        &[None, Some(CpuMode::Classic), Some(CpuMode::Sheaves), Some(CpuMode::Home), Some(CpuMode::Slqb)]
-    } else {
-        &[None]
-    };
-    for &mode in modes {
+    let mut modes = vec![None];
+    if has_modes() {
+        modes.extend(self::modes().into_iter().map(Some));
+    }
+    for mode in modes {
         let cache: Cache<[u32; 20]> = Cache::with_flags("totals", Flags::NO_MERGE)?;
         if let Some(mode) = mode {
             cache.set_cpu_mode(mode)?;
@@ -419,8 +434,80 @@ fn the_mode_counters_are_stat_items() {
         "FLUSH_FREE_LIST_OBJECTS",
         "SLAB_OWN",
         "SLAB_DISOWN",
-    ] {
+    ]
+    .into_iter()
+    .chain(if has_slab_mode() { Some("REAP") } else { None })
+    {
         let item = StatItem::by_name(name).unwrap_or_else(|| panic!("no stat item {}", name));
         assert!(!item.description().is_empty());
     }
+}
+
+/// Slab mode's tunables, with the kernel's do_tune_cpucache() rules, and
+/// its objects across a change of mode both ways.
+#[test]
+fn slab_mode_tunables() -> io::Result<()> {
+    if !has_slab_mode() {
+        return Ok(());
+    }
+    let cache: Cache<[u64; 8]> = Cache::with_flags("slabbed", Flags::NO_MERGE)?;
+    if cache.info()?.flags.bits() & Flags::DEBUG.bits() != 0 {
+        return Ok(()); // slub_debug from USLAB_OPTIONS: classic only
+    }
+    let before: Vec<_> = (0..200).map(|i| cache.alloc([i; 8])).collect::<io::Result<_>>()?;
+    cache.set_cpu_mode(CpuMode::Slab)?;
+    assert_eq!(cache.cpu_mode()?, CpuMode::Slab);
+    assert_eq!(cache.info()?.cpu_mode, CpuMode::Slab);
+
+    // enable_cpucache()'s defaults: a limit by object size, half of it.
+    let limit = cache.tunable("limit")?;
+    assert!(limit >= 1);
+    assert_eq!(cache.tunable("batchcount")?, (limit + 1) / 2);
+    cache.set_tunable("limit", 100)?;
+    cache.set_tunable("batchcount", 100)?;
+    cache.set_tunable("limit", 40)?;
+    assert_eq!(cache.tunable("batchcount")?, 20, "a limit below the batchcount lowers it");
+    cache.set_tunable("batchcount", 40)?;
+    assert_eq!(cache.tunable("batchcount")?, 40);
+    assert!(cache.set_tunable("batchcount", 41).is_err(), "batchcount above limit");
+    assert!(cache.set_tunable("batchcount", 0).is_err(), "batchcount 0");
+    assert!(cache.set_tunable("limit", 0).is_err(), "limit 0");
+    cache.set_tunable("sharedfactor", 0)?;
+    assert_eq!(cache.tunable("sharedfactor")?, 0);
+
+    // Slabs of the other layout keep serving their objects' frees.
+    let after: Vec<_> = (0..200).map(|i| cache.alloc([i + 1000; 8])).collect::<io::Result<_>>()?;
+    assert!(before.iter().chain(&after).all(|o| o[0] == o[7]));
+    drop(before);
+    cache.set_cpu_mode(CpuMode::Home)?;
+    drop(after);
+    let info = cache.info()?;
+    assert_eq!(info.active_objects, 0);
+    assert_eq!(info.allocs - info.frees, 0);
+    assert_eq!(cache.validate(), 0);
+    Ok(())
+}
+
+/// The process info in the mirrored version: KFENCE's fields agree.
+#[test]
+fn process_info_kfence_fields() -> io::Result<()> {
+    let cache: Cache<[u8; 100]> = Cache::new("process")?;
+    let held: Vec<_> = (0..100).map(|_| cache.alloc([0; 100])).collect::<io::Result<_>>()?;
+    let p = uslab::process_info()?;
+    assert!(p.segments >= 1 && p.mapped_bytes > 0 && p.used_bytes > 0, "{:?}", p);
+    if uslab::sys::USLAB_PROCESS_INFO_VERSION >= 3 {
+        // Sampling by time shows as interval u32::MAX (0 once a pool could
+        // not be had) with kfence_ms set; kfence=N as N with kfence_ms 0.
+        if p.kfence_interval == u32::MAX {
+            assert!(p.kfence_ms > 0, "{:?}", p);
+        } else if p.kfence_interval != 0 {
+            assert_eq!(p.kfence_ms, 0, "{:?}", p);
+        }
+        // Objects in the pool need the pool mapped.
+        assert!(p.kfence_in_use == 0 || p.kfence_pool_bytes > 0, "{:?}", p);
+    } else {
+        assert_eq!((p.kfence_ms, p.kfence_pool_bytes), (0, 0));
+    }
+    drop(held);
+    Ok(())
 }
