@@ -108,7 +108,7 @@ void *cpu_pop_checked(struct uslab_cache *s, struct cpu_cache *c, void *x, void 
 void *cpu_alloc_wrapped(struct uslab_cache *named, struct cpu_cache *c, void *x, bool from_objs, size_t asked)
 {
 	struct uslab_cache *s = c->cache;
-	void *k = kfence_maybe(named, asked, __builtin_return_address(0));
+	void *k = kfence_interval ? kfence_alloc_due(named, asked, __builtin_return_address(0)) : NULL;   /* the clock */
 	if (likely(!k)) {
 		track_alloc(x, s->object_size);
 		return x;

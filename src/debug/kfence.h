@@ -5,13 +5,16 @@
  * allocation every kfence_ms (100, the kernel's sample_interval). The
  * fast paths pay nothing for it that they did not pay before: each part
  * counts its fast allocations (cpu_tick_alloc, cpu.h), and the count's
- * low 16 bits wrapping to 0 (one predictable branch on the flags of that
- * add) sends one allocation in 65,536 to cpu_alloc_wrapped(); that and
- * every allocation slow path ask kfence_maybe() (cpu.h), which every 32nd
- * time reads the coarse monotonic clock (vDSO, no system call) and, once
- * kfence_ms have passed since the last sample, makes this allocation the
- * sample. So a thread that only ever runs its fast paths is still looked
- * at every two million allocations or so (a few milliseconds). No timer and no signal: nothing runs while the
+ * low byte wrapping to 0 (one branch on the flags of that add, taken once
+ * in 256) sends one allocation in 256 to cpu_alloc_wrapped(), which reads
+ * the coarse monotonic clock (vDSO, no system call: kfence_alloc_due);
+ * every allocation slow path asks kfence_maybe() (cpu.h), which reads it
+ * every 32nd time. Once kfence_ms have passed since the last sample, the
+ * allocation that sees it is the sample. So a thread that only ever runs
+ * its fast paths is looked at every 256 allocations, and a program that
+ * allocates rarely still gets samples over time (one that allocates a
+ * thousand times a second: one look every quarter second). No timer and
+ * no signal: nothing runs while the
  * program does not allocate, a fork child inherits the clock, and the
  * program's signal handlers are not touched until the first sample
  * installs the fault handler.
