@@ -201,7 +201,8 @@ USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
  *   "sheaf_capacity"  sheaves: objects per sheaf (0..508). Each thread that
  *                  uses the cache holds two sheaves (main and spare):
  *                  allocation pops and free pushes there without touching
- *                  the object or its slab. 0 with cpu_mode sheaves is
+ *                  the object's slab (of the object, only the word of the
+ *                  double-free mark). 0 with cpu_mode sheaves is
  *                  classic mode (what 0 meant before there were modes).
  *                  Debug caches are always 0. Threads switch at their next
  *                  slow path;
