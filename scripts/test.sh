@@ -2,12 +2,14 @@
 # Build and run the whole test suite: a normal build, an AddressSanitizer +
 # UBSan build and a ThreadSanitizer build, each under CTest; the normal build
 # again with slub_debug on every cache; the operation fuzzer; an ASan
-# build in which ASan itself sees uslab's objects; the normal build again in
-# classic mode (slub_sheaf_capacity=0: no sheaves, SLUB's CPU slabs and CPU
-# partial lists); the normal build again in slab mode (slub_cpu_mode=slab:
+# build in which ASan itself sees uslab's objects; the normal build (whose
+# caches run the default per-CPU mode, home) again in each other mode:
+# classic (slub_sheaf_capacity=0: SLUB's CPU slabs and CPU partial lists),
+# sheaves, slqb, and slab (slub_cpu_mode=slab:
 # the kernel's SLAB for every cache); and the packaging test.
 #
-#   bash scripts/test.sh [normal|asan|tsan|debug|classic|slab|fuzz|track|package ...]   (default: all nine)
+#   bash scripts/test.sh [normal|asan|tsan|debug|classic|sheaves|slqb|slab|fuzz|track|package ...]
+#   (default: all eleven)
 #
 # First, scripts/setup-deps.sh checks what the chosen variants need and, as
 # root with apt-get (a fresh Debian 12 machine, CI), installs what is
@@ -16,12 +18,13 @@
 #
 #   classic: the normal build's CTest suite with USLAB_OPTIONS=slub_sheaf_capacity=0,
 #          without the preload test's kfence part (USLAB_PRELOAD_PARTS).
+#   sheaves, slqb: the same with USLAB_OPTIONS=slub_cpu_mode=sheaves (slqb).
 #   slab:  the same with USLAB_OPTIONS=slub_cpu_mode=slab (every cache in slab
 #          mode), the same short preload module list.
 # Tests labelled "slow" (test_fork_many) are left out: ctest -L slow runs them.
 # The bench_run test (label "bench": bench/run.sh --quick and its results
 # file) runs in the normal variant only.
-# The debug, classic and slab variants run 8 of the preload test's 24 CPython
+# The debug and mode variants (classic, sheaves, slqb, slab) run 8 of the preload test's 24 CPython
 # modules, and every variant reuses the preload test's glibc results.
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
@@ -37,7 +40,7 @@
 # test) is listed, with its reason, at the end, and on the final line:
 #   all test variants passed: normal ...; skipped: VARIANT: TEST, ...
 #
-# Build directories: build-test (normal, debug, classic, slab), build-asan,
+# Build directories: build-test (normal, debug and the modes), build-asan,
 # build-tsan, build-track, build-pkg, build-fuzz beside this repo's
 # CMakeLists.txt; USLAB_TEST_BUILD_PREFIX (default "build-"; relative to the
 # repo, or absolute) names them otherwise, e.g. "mine/" gives mine/test,
@@ -53,20 +56,20 @@ B=${USLAB_TEST_BUILD_PREFIX:-build-}
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
 
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic slab fuzz track package)
+[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic sheaves slqb slab fuzz track package)
 for v in "${variants[@]}"; do
 	case $v in
-	normal | asan | tsan | debug | classic | slab | fuzz | track | package) ;;
-	*) echo "test.sh: unknown variant '$v' (normal, asan, tsan, debug, classic, slab, fuzz, track, package)" >&2; exit 2 ;;
+	normal | asan | tsan | debug | classic | sheaves | slqb | slab | fuzz | track | package) ;;
+	*) echo "test.sh: unknown variant '$v' (normal, asan, tsan, debug, classic, sheaves, slqb, slab, fuzz, track, package)" >&2; exit 2 ;;
 	esac
 done
 
 # What the variants need, before anything is built: installed, or the
-# apt-get line printed and the run stopped (exit 2). (slab needs what
+# apt-get line printed and the run stopped (exit 2). (The modes need what
 # classic needs.)
 deps=()
 for v in "${variants[@]}"; do
-	case $v in slab) deps+=(classic) ;; *) deps+=("$v") ;; esac
+	case $v in sheaves | slqb | slab) deps+=(classic) ;; *) deps+=("$v") ;; esac
 done
 bash "$ROOT/scripts/setup-deps.sh" "${deps[@]}"
 
@@ -76,7 +79,7 @@ command -v ninja >/dev/null && GEN=(-G Ninja)
 # The preload test's glibc runs are the same in every variant: once only.
 export USLAB_PRELOAD_BASELINE=${USLAB_PRELOAD_BASELINE:-${B}test/preload-baseline}
 # The variants that rerun the normal build's suite in another mode (debug,
-# classic, slab) run CPython's tests with fewer modules: the modes differ below
+# and the modes) run CPython's tests with fewer modules: the modes differ below
 # the malloc family, and the normal variant runs all 24.
 PRELOAD_SHORT="test_threading test_queue test_list test_dict test_unicode test_re test_json test_pickle"
 
@@ -114,7 +117,7 @@ run_variant() {
 	normal) dir=${B}test; san="" ;;
 	debug)  dir=${B}test; san="" ;;
 	classic) dir=${B}test; san="" ;;
-	slab)   dir=${B}test; san="" ;;
+	sheaves | slqb | slab) dir=${B}test; san="" ;;
 	asan)   dir=${B}asan; san=address ;;
 	tsan)   dir=${B}tsan; san=thread ;;
 	track)   # ASan sees uslab's objects as heap blocks (USLAB_TRACK=asan): test_track only,
@@ -176,11 +179,11 @@ run_variant() {
 		USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_PRELOAD_PARTS="interpose sqlite git python" \
 			USLAB_OPTIONS=slub_sheaf_capacity=0 \
 			run_ctest classic "$dir" -LE 'slow|bench' --output-on-failure -j "$JOBS"
-	elif [ "$name" = slab ]; then
-		# every cache in slab mode (the kernel's SLAB); kfence as classic
+	elif [ "$name" = sheaves ] || [ "$name" = slqb ] || [ "$name" = slab ]; then
+		# every cache in that mode (slab: the kernel's SLAB); kfence as classic
 		USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_PRELOAD_PARTS="interpose sqlite git python" \
-			USLAB_OPTIONS=slub_cpu_mode=slab \
-			run_ctest slab "$dir" -LE 'slow|bench' --output-on-failure -j "$JOBS"
+			USLAB_OPTIONS=slub_cpu_mode=$name \
+			run_ctest "$name" "$dir" -LE 'slow|bench' --output-on-failure -j "$JOBS"
 	else
 		run_ctest "$name" "$dir" -LE slow --output-on-failure -j "$JOBS"
 	fi
