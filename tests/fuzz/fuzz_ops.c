@@ -26,7 +26,7 @@
  * It must die by SIGABRT with exactly one "uslab: fatal:" line holding the
  * text below, at the point below, or, where the table says "not caught",
  * exit normally with nothing from uslab. At start a self-test runs every
- * row from inputs made for it (47 cases), so each run checks the whole
+ * row from inputs made for it (50 cases), so each run checks the whole
  * table. The table is what the library does; the last column is checked
  * when the fuzzer runs with USLAB_OPTIONS=hardened (by hand: run.sh unsets
  * USLAB_OPTIONS):
