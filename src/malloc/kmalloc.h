@@ -112,7 +112,7 @@ static inline __attribute__((always_inline)) void kfree(void *p)
 		return;
 	}
 	if (likely(page_kind(d) == PK_SLAB)) {
-		slab_free_fast_desc(NULL, d, base, p);
+		slab_free_fast_desc(NULL, d, base, p, d->cid);
 		return;
 	}
 	kfree_other(p, d);
