@@ -698,6 +698,10 @@ void home_free(struct uslab_cache *s, struct cpu_cache *c, struct slab *d, void 
 	if (o && o != c)
 		stat_inc(s, c, USLAB_STAT_FREE_REMOTE);
 	route(s, c, d, x);
+	/* what others sent us meanwhile: routed here too, not only at an
+	 * allocation slow path, so that a thread that only frees (the end of
+	 * a burst handed across threads) lets its slabs empty and go back */
+	claim_inbox(s, c, c);
 }
 
 void home_free_local(struct slab *d, void *x)
@@ -711,6 +715,10 @@ void home_free_local(struct slab *d, void *x)
 	track_free(x, s->object_size);
 	cpu_busy(c);
 	stat_inc(s, c, USLAB_STAT_FREE_SLOWPATH);
+	/* other threads' frees of our objects: routed here too, not only at
+	 * an allocation slow path, so that a thread that only frees (the end
+	 * of a burst) lets its slabs empty and go back */
+	claim_inbox(s, c, c);
 	route(s, c, d, x);
 	cpu_idle(c);
 }
