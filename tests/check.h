@@ -434,6 +434,46 @@ static inline uint64_t ev_fast_frees(const struct uslab_cache_info *info)
 	return ev_sum_named(info, names);
 }
 
+/* ---- re-executing with other options ------------------------------------ */
+
+/* USLAB_OPTIONS without the tokens that start with one of drop[] (NULL
+ * ended), plus `add` (NULL: nothing); if that differs from what is set,
+ * re-execute exe with it (before anything is allocated: options are read
+ * once). Returns only when nothing changed. */
+static inline void check_reexec_options(const char *exe, char **argv, const char *const *drop, const char *add)
+{
+	const char *env = getenv("USLAB_OPTIONS");
+	char out[1024] = "";
+	size_t len = 0;
+	for (const char *s = env ? env : ""; *s;) {
+		while (*s == ' ' || *s == '\t' || *s == '\n')
+			s++;
+		const char *t = s;
+		while (*s && *s != ' ' && *s != '\t' && *s != '\n')
+			s++;
+		if (s == t)
+			break;
+		bool skip = false;
+		for (const char *const *d = drop; *d && !skip; d++)
+			skip = !strncmp(t, *d, strlen(*d));
+		if (skip)
+			continue;
+		len += (size_t)snprintf(out + len, sizeof out - len, "%.*s ", (int)(s - t), t);
+		CHECK(len < sizeof out - 64);
+	}
+	if (add)
+		snprintf(out + len, sizeof out - len, "%s", add);
+	else if (len)
+		out[len - 1] = 0;   /* the last token's space */
+	if (env ? !strcmp(env, out) : !*out)
+		return;
+	printf("  re-executing with USLAB_OPTIONS=%s\n", out);
+	fflush(stdout);
+	setenv("USLAB_OPTIONS", out, 1);
+	execv(exe, argv);
+	CHECKF(false, "execv %s: %s", exe, strerror(errno));
+}
+
 /* ---- random numbers ---------------------------------------------------- */
 
 static inline uint64_t rnd_next(uint64_t *s)

@@ -170,36 +170,11 @@ static void off(void)
 	run_off("kfence_ms=0");
 }
 
-/* Drop kfence and slub_debug tokens; re-exec if that changed anything. */
+/* No kfence, slub_debug or hardened token: the defaults. */
 static void set_options(char **argv)
 {
-	const char *env = getenv("USLAB_OPTIONS");
-	char out[1024] = "";
-	size_t len = 0;
-	bool changed = false;
-	for (const char *s = env ? env : ""; *s;) {
-		while (*s == ' ' || *s == '\t' || *s == '\n')
-			s++;
-		const char *t = s;
-		while (*s && *s != ' ' && *s != '\t' && *s != '\n')
-			s++;
-		if (s == t)
-			break;
-		if (!strncmp(t, "slub_debug", 10) || !strncmp(t, "slab_debug", 10) || !strncmp(t, "kfence", 6) ||
-		    !strncmp(t, "hardened", 8)) {
-			changed = true;
-			continue;
-		}
-		len += (size_t)snprintf(out + len, sizeof out - len, "%.*s ", (int)(s - t), t);
-		CHECK(len < sizeof out - 16);
-	}
-	if (!changed)
-		return;
-	printf("  re-executing with USLAB_OPTIONS=%s\n", out);
-	fflush(stdout);
-	setenv("USLAB_OPTIONS", out, 1);
-	execv(self_exe, argv);
-	CHECKF(false, "execv %s: %s", self_exe, strerror(errno));
+	static const char *const drop[] = { "slub_debug", "slab_debug", "kfence", "hardened", NULL };
+	check_reexec_options(self_exe, argv, drop, NULL);
 }
 
 int main(int argc, char **argv)

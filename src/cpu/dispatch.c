@@ -118,10 +118,12 @@ void *cpu_alloc_wrapped(struct uslab_cache *named, struct cpu_cache *c, void *x,
 	if (from_objs) {
 		set_freepointer(s, x, NULL);   /* marked free again */
 		c->objs[c->n] = x;
+		cpu_order();   /* (as the fast paths: the entry before the count that shows it) */
 		cpu_set_n(c, c->n + 1);
 		__atomic_store_n(&c->alloc_pcs, cpu_ctr(&c->alloc_pcs) - 1, __ATOMIC_RELAXED);
 	} else {
 		set_freepointer(s, x, c->freelist);
+		cpu_order();   /* (the link before the head that publishes it) */
 		c->freelist = x;
 		__atomic_store_n(&c->alloc_fast, cpu_ctr(&c->alloc_fast) - 1, __ATOMIC_RELAXED);
 	}
