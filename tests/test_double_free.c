@@ -16,6 +16,12 @@
  *   bulk_twice     one object twice in one free_bulk
  *   bulk_after     free, then the object again in a free_bulk
  *   remote         freed by another thread, then by this one
+ *   given_back     free of a slab's last object, shrink (the slab goes
+ *                  back to the page allocator), free: "free of a freed
+ *                  block" (its pages are free; "double free ... (a freed
+ *                  block" when the pointer starts a block), not "invalid
+ *                  free"
+ *   given_back_malloc  the same for a malloc class block and malloc_trim
  *
  * Each is caught at the second free (the free-pointer word's mark: see
  * FP_TAKEN in src/core/slab.h), in every mode, in the default (obfuscated)
@@ -61,7 +67,7 @@ static void expect(const void *p)
 	fprintf(stderr, "expect %p\n", p);
 }
 
-static void expect_double_free(const char *what, void (*fn)(void *), void *arg, const char *cache)
+static void expect_report(const char *what, void (*fn)(void *), void *arg, const char *cache, const char *text)
 {
 	struct child_result *r = malloc(sizeof *r);
 	CHECK(r != NULL);
@@ -81,12 +87,16 @@ static void expect_double_free(const char *what, void (*fn)(void *), void *arg, 
 	if (e)
 		snprintf(want, sizeof want, "at %.*s ", (int)strcspn(e + 7, "\n"), e + 7);
 	bool named = e && strstr(l, want) && (!cache || strstr(l, cache));
-	CHECKF(WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGABRT && fatal == 1 && strstr(l, "double free") &&
-		       named,
-	       "%s (%s mode): child %s, %u fatal lines (want 1 with 'double free', '%s'%s%s); stderr:\n%s", what,
-	       mode_name, desc, fatal, want, cache ? " and " : "", cache ? cache : "", r->out);
+	CHECKF(WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGABRT && fatal == 1 && strstr(l, text) && named,
+	       "%s (%s mode): child %s, %u fatal lines (want 1 with '%s', '%s'%s%s); stderr:\n%s", what, mode_name,
+	       desc, fatal, text, want, cache ? " and " : "", cache ? cache : "", r->out);
 	printf("    %-16s %s\n", what, l);
 	free(r);
+}
+
+static void expect_double_free(const char *what, void (*fn)(void *), void *arg, const char *cache)
+{
+	expect_report(what, fn, arg, cache, "double free");
 }
 
 /* ---- the cases (each runs in a child) -------------------------------------------- */
@@ -195,6 +205,38 @@ static void remote(void *arg)
 	fprintf(stderr, "not caught\n");
 }
 
+/* The segment (4 MiB, aligned) holding p: a freed slab's pages stay
+ * uslab's while another block keeps its segment in use. */
+static uintptr_t seg_of(const void *p)
+{
+	return (uintptr_t)p >> 22;
+}
+
+static void given_back(void *arg)
+{
+	void *keep = slab_block(64);   /* keeps the segment mapped */
+	struct uslab_cache *c = fresh("df-given", 3000);
+	void *a = slab_obj(c);
+	CHECK(seg_of(a) == seg_of(keep));
+	uslab_cache_free(c, a);
+	uslab_cache_shrink(c);   /* a was its slab's only object: the slab goes back */
+	expect(a);
+	uslab_cache_free(c, a);
+	fprintf(stderr, "not caught\n");
+}
+
+static void given_back_malloc(void *arg)
+{
+	void *keep = slab_block(64);
+	void *a = slab_block(20000);   /* a class of its own: a's slab holds nothing else */
+	CHECK(seg_of(a) == seg_of(keep));
+	uslab_free(a);
+	uslab_malloc_trim(0);
+	expect(a);
+	uslab_free(a);
+	fprintf(stderr, "not caught\n");
+}
+
 static void cases(void)
 {
 	expect_double_free("tcache_cache", tcache_cache, NULL, "df-tcache");
@@ -205,6 +247,8 @@ static void cases(void)
 	expect_double_free("bulk_twice", bulk_twice, NULL, "df-bulk");
 	expect_double_free("bulk_after", bulk_after, NULL, "df-bulk2");
 	expect_double_free("remote", remote, NULL, "df-remote");
+	expect_report("given_back", given_back, NULL, "df-given", "freed block");
+	expect_report("given_back_malloc", given_back_malloc, NULL, NULL, "freed block");
 }
 
 int main(int argc, char **argv)

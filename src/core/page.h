@@ -160,6 +160,20 @@ static inline struct slab *page_obj_lookup(const void *p, uintptr_t *base)
 	return (struct slab *)((char *)seg->desc + h);
 }
 
+/* Does d, the descriptor a lookup found for a pointer, say that the
+ * pointer lies in free pages (a slab given back, a freed large block)?
+ * A free page's head index still names the head of the block it last
+ * belonged to, and that descriptor is free (the head or a merged part of
+ * a free block: kinds stay PK_FREE when buddies merge) until a new block
+ * covers the page, which rewrites the index. So a pointer whose
+ * descriptor is free was handed out once and is free now: the reports
+ * say "free of a freed block" rather than "invalid free". */
+static inline bool page_desc_free(const struct slab *d)
+{
+	unsigned k = page_kind(d);
+	return d != &page_foreign && (k == PK_FREE || k == PK_PURGING);
+}
+
 /* First byte of the block a head descriptor describes. */
 static inline void *page_address(const struct slab *d)
 {

@@ -87,6 +87,8 @@ _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const voi
 	if (page_kind(slab) == PK_SLAB && slab->cache && slab->cache != cache_root(s))
 		report_fatal("wrong cache: free of %p to cache '%s', but it belongs to cache '%s'", x,
 			     s->name, slab->cache->name);
+	if (page_desc_free(slab))   /* its slab was given back: a double free, or a stale pointer */
+		report_fatal("free of a freed block at %p (cache '%s': its slab's pages are free)", x, s->name);
 	report_fatal("%s at %p (cache '%s')", why, x, s->name);
 }
 

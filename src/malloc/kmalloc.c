@@ -269,8 +269,11 @@ void kfree_other(void *p, struct slab *d)
 			report_fatal("double free at %p (huge block)", p);
 		report_fatal("invalid free at %p (not allocated by uslab)", p);
 	}
-	if ((k == PK_FREE || k == PK_PURGING) && p == page_address(d))
-		report_fatal("double free at %p (large block)", p);
+	if (page_desc_free(d)) {   /* a block whose pages are free now (a large block, a slab) */
+		if (p == page_address(d))
+			report_fatal("double free at %p (a freed block: its pages are free)", p);
+		report_fatal("free of a freed block at %p (its pages are free: a double free, or a stale pointer)", p);
+	}
 	if (k == PK_LARGE)
 		report_fatal("invalid free at %p (inside the large block at %p)", p, page_address(d));
 	report_fatal("invalid free at %p (not the start of a live block)", p);
@@ -300,8 +303,8 @@ size_t kmalloc_usable(const void *p, const char *what)
 			report_fatal("invalid %s at %p (freed huge block)", what, p);
 		report_fatal("invalid %s at %p (not allocated by uslab)", what, p);
 	}
-	if ((k == PK_FREE || k == PK_PURGING) && p == page_address(d))
-		report_fatal("invalid %s at %p (freed large block)", what, p);
+	if (page_desc_free(d))
+		report_fatal("invalid %s at %p (a freed block: its pages are free)", what, p);
 	report_fatal("invalid %s at %p (not the start of a live block)", what, p);
 }
 
