@@ -154,7 +154,7 @@ static struct {
 	pid_t tid;                /* the forking thread, as mutexes record owners */
 	bool self;                /* the interrupted frame holds an allocator lock */
 	bool give_up;             /* self: the wait budget is spent, busy locks are left */
-	uint64_t deadline;        /* self: when the budget ends (os_now_ms) */
+	uint64_t deadline;        /* self: when the budget ends (os_real_ms) */
 	pthread_mutex_t *held;    /* taken by a wait, kept for the next sweep */
 	pthread_mutex_t *busy;    /* where the last sweep stopped */
 	pthread_mutex_t *mine[FORK_MINE_MAX];   /* the frame's locks */
@@ -254,7 +254,7 @@ static void add_mine(pthread_mutex_t *m)
 	F.mine[F.nmine++] = m;
 	if (!F.self) {
 		F.self = true;
-		F.deadline = os_now_ms() + FORK_SELF_WAIT_MS;
+		F.deadline = os_real_ms() + FORK_SELF_WAIT_MS;
 	}
 }
 
@@ -302,7 +302,7 @@ static void scan_frame(void)
 	for (unsigned i = 0; i < n; i++)
 		scan_one(pl[i]);
 	scan_one(large_fork_lock());
-	uint64_t start = os_now_ms();
+	uint64_t start = os_real_ms();
 	while (nsuspects) {
 		for (unsigned i = 0; i < nsuspects;) {
 			pthread_mutex_t *m = suspects[i];
@@ -314,7 +314,7 @@ static void scan_frame(void)
 		}
 		if (!nsuspects)
 			break;
-		if (os_now_ms() - start >= FORK_WINDOW_MS) {
+		if (os_real_ms() - start >= FORK_WINDOW_MS) {
 			for (unsigned i = 0; i < nsuspects; i++) {
 				add_mine(suspects[i]);
 				count(&stats.windows, 1);
@@ -398,7 +398,7 @@ static void wait_for(pthread_mutex_t *m)
 	uint64_t anon_since = 0;   /* since when m is held with no owner recorded */
 	count(&stats.waits, 1);
 	for (;;) {
-		if (F.self && os_now_ms() >= F.deadline) {
+		if (F.self && os_real_ms() >= F.deadline) {
 			F.give_up = true;
 			return;
 		}
@@ -421,8 +421,8 @@ static void wait_for(pthread_mutex_t *m)
 		if (o || !mutex_locked(m)) {
 			anon_since = 0;
 		} else if (!anon_since) {
-			anon_since = os_now_ms();
-		} else if (os_now_ms() - anon_since >= FORK_WINDOW_MS) {
+			anon_since = os_real_ms();
+		} else if (os_real_ms() - anon_since >= FORK_WINDOW_MS) {
 			add_mine(m);
 			count(&stats.windows, 1);
 			return;

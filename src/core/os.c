@@ -141,11 +141,34 @@ unsigned os_ncpus(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
-uint64_t os_now_ms(void)
+uint64_t os_real_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A held clock's value, 0 while it runs. Relaxed: the test that holds it
+ * sets it between its own operations; other threads may see the change a
+ * little late, as they would see real time pass. */
+static _Atomic uint64_t clock_held;
+
+uint64_t os_now_ms(void)
+{
+	uint64_t h = atomic_load_explicit(&clock_held, memory_order_relaxed);
+	return unlikely(h) ? h : os_real_ms();
+}
+
+void os_clock_hold(bool on)
+{
+	atomic_store_explicit(&clock_held, on ? os_real_ms() | 1 : 0, memory_order_relaxed);
+}
+
+void os_clock_advance(uint64_t ms)
+{
+	uint64_t h = atomic_load_explicit(&clock_held, memory_order_relaxed);
+	if (h)
+		atomic_store_explicit(&clock_held, h + ms, memory_order_relaxed);
 }
 
 uint64_t os_random(void)

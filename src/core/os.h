@@ -5,6 +5,7 @@
 #ifndef USLAB_OS_H
 #define USLAB_OS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,8 +23,20 @@ USLAB_HIDDEN void os_decommit(void *p, size_t size);
 USLAB_HIDDEN size_t os_rss(void);
 /* Number of online CPUs (at least 1). */
 USLAB_HIDDEN unsigned os_ncpus(void);
-/* Monotonic milliseconds, cheap (coarse clock). */
+/* The clock of every time-driven policy (decay of free pages, empty slabs
+ * and huge mappings, slab mode's reap, KFENCE's samples): monotonic
+ * milliseconds, cheap (coarse clock), unless a test holds it. */
 USLAB_HIDDEN uint64_t os_now_ms(void);
+/* Monotonic milliseconds that no test holds: timeouts and sleeps (fork's
+ * lock waits, the background thread, the export, call-site times). */
+USLAB_HIDDEN uint64_t os_real_ms(void);
+/* Tests: hold os_now_ms() at its current value (on) or let it run again
+ * (off), and move a held clock forward by ms. A program whose outcome must
+ * not depend on how fast it runs (the fuzzer: an input replayed alone
+ * must do what it did in the run that found it) holds the clock and
+ * advances it itself. */
+USLAB_HIDDEN void os_clock_hold(bool on);
+USLAB_HIDDEN void os_clock_advance(uint64_t ms);
 
 /* 64 random bits (getrandom, else a mix of time and addresses). */
 USLAB_HIDDEN uint64_t os_random(void);

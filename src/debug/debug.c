@@ -38,7 +38,7 @@
 
 struct track {
 	void *addr;         /* return address of the alloc/free call */
-	uint64_t when;      /* os_now_ms() */
+	uint64_t when;      /* os_real_ms() */
 	int tid;            /* gettid() */
 	int cpu;            /* unused; keeps the size a multiple of 8 */
 };
@@ -112,7 +112,7 @@ static void set_track(struct uslab_cache *s, void *x, bool freed, void *caller)
 {
 	struct track *t = track(s, x, freed);
 	t->addr = caller;
-	t->when = os_now_ms();
+	t->when = os_real_ms();
 	t->tid = (int)gettid();
 	t->cpu = 0;
 }
@@ -166,7 +166,7 @@ static void print_track(struct uslab_cache *s, void *x, bool freed)
 	struct track *t = track(s, x, freed);
 	if (!t->addr)
 		return;
-	uint64_t now = os_now_ms();
+	uint64_t now = os_real_ms();
 	report_line("INFO: %s in %p age=%lums tid=%d", freed ? "Freed" : "Allocated", t->addr,
 		    (unsigned long)(now - t->when), t->tid);
 }
@@ -432,7 +432,7 @@ static void walk_slab(struct slab *slab, void *arg)
 			if (w->live_shown++ < 16) {
 				struct track *t = track(s, x, false);
 				report_line("INFO: live object %p allocated in %p age=%lums tid=%d", x, t->addr,
-					    (unsigned long)(os_now_ms() - t->when), t->tid);
+					    (unsigned long)(os_real_ms() - t->when), t->tid);
 			} else {
 				w->live_more++;
 			}

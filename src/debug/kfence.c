@@ -519,13 +519,12 @@ static bool pool_map(void)
 	return true;
 }
 
-/* Coarse monotonic milliseconds (vDSO: no system call; ticks of 1-4 ms,
- * plenty for a 100 ms interval). */
+/* The policy clock (os.h): coarse monotonic milliseconds (vDSO: no system
+ * call; ticks of 1-4 ms, plenty for a 100 ms interval), which a test may
+ * hold. */
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return os_now_ms();
 }
 
 void kfence_init(void)

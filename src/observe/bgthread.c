@@ -223,7 +223,7 @@ static void *bg_main(void *arg)
 	(void)arg;
 	bool decaying = atomic_load(&bg.decay);
 	set_name(decaying);
-	uint64_t next_pass = decaying ? 0 : UINT64_MAX;   /* os_now_ms() of the next pass; UINT64_MAX: none due */
+	uint64_t next_pass = decaying ? 0 : UINT64_MAX;   /* os_real_ms() of the next pass; UINT64_MAX: none due */
 	_Atomic uint32_t *attached = NULL;/* the export word we told readers we serve */
 	uint32_t attached_bits = 0;       /* and what we told them (EXPORT_BG_*) */
 	while (atomic_load(&bg.state) == BG_RUNNING) {
@@ -232,11 +232,11 @@ static void *bg_main(void *arg)
 			set_name(decaying);
 			next_pass = decaying ? 0 : UINT64_MAX;
 		}
-		uint64_t now = os_now_ms();
+		uint64_t now = os_real_ms();
 		if (decaying && (now >= next_pass || atomic_exchange(&bg.dirty_kick, false))) {
 			uint64_t d = mem_decay_pass();
 			atomic_fetch_add_explicit(&bg.passes, 1, memory_order_relaxed);
-			now = os_now_ms();
+			now = os_real_ms();
 			next_pass = d == UINT64_MAX ? UINT64_MAX : now + d;
 		}
 		int served = export_bg_serve();
@@ -342,9 +342,9 @@ static void stop(uint64_t ms)
 		kick();
 	else if (st == BG_OFF)
 		return;
-	uint64_t end = ms == UINT64_MAX ? UINT64_MAX : os_now_ms() + ms;
+	uint64_t end = ms == UINT64_MAX ? UINT64_MAX : os_real_ms() + ms;
 	while ((st = atomic_load(&bg.state)) == BG_STOPPING) {
-		uint64_t now = os_now_ms();
+		uint64_t now = os_real_ms();
 		if (now >= end)
 			return;
 		futex_sleep(&bg.state, st, end == UINT64_MAX ? UINT64_MAX : end - now);

@@ -481,7 +481,7 @@ static void export_service(int how)
 {
 	struct export_header *h = exp.hdr;
 	if (how != SVC_FORCE && h && !atomic_load_explicit(&exp.restart, memory_order_relaxed)) {
-		uint64_t now = os_now_ms();
+		uint64_t now = os_real_ms();
 		uint64_t gap = atomic_load_explicit(&exp.cost_ns, memory_order_relaxed) / 100000;   /* 10x, in ms */
 		if (now - atomic_load_explicit(&exp.last_ms, memory_order_relaxed) < MAX(gap, (uint64_t)EXPORT_MIN_MS) &&
 		    atomic_load_explicit(&h->cmd.state, memory_order_relaxed) != CMD_POSTED)
@@ -510,7 +510,7 @@ static void export_service(int how)
 	snapshot_locked();
 	atomic_store_explicit(&exp.cost_ns, mono_ns() - t0, memory_order_relaxed);
 	pthread_mutex_unlock(&cache_mutex);
-	atomic_store_explicit(&exp.last_ms, os_now_ms(), memory_order_relaxed);
+	atomic_store_explicit(&exp.last_ms, os_real_ms(), memory_order_relaxed);
 	/* a cache made or destroyed meanwhile may be missing: stay stale */
 	atomic_store_explicit(&exp.seen,
 			      atomic_load_explicit(&exp.changes, memory_order_acquire) == changes ? req : EXPORT_STALE,

@@ -41,8 +41,9 @@
  *  3 | free x; shrink (x back on its slab's    | "double free" at the free     | "double free" at | "double free
  *    | free list); free x; another live object | (x's word is a free-list link | the free         | (object not
  *    | keeps x's slab                          | or the mark)                  |                  | live)" at once
- *  3b| the same, x was its slab's last object  | "invalid free" at the free (the slab was given back by the
- *    |                                         | shrink: no slab there), every mode
+ *  3b| the same, x was its slab's last object  | "free of a freed block" at the free (the shrink gave the slab
+ *    |                                         | back: its pages are free), or "invalid free" when the shrink
+ *    |                                         | also unmapped x's segment [b], every mode
  *  4 | x twice in one free_bulk                | "double free" at the free [a] | at the free [a]  | at the free
  *  5 | a pointer inside a cache object         | "invalid free" at the free, every mode
  *  6 | a stack, global or other heap's pointer | "invalid free" at the free, every mode
@@ -50,9 +51,9 @@
  *  7 | an object of cache A freed to cache B   | "wrong cache" (naming both) at the free, every mode;
  *    |                                         | not caught when B and A are one cache (merged: an alias)
  *  8 | malloc class block: free; any number of | "double free" at the free (glibc's tcache pattern, 20 frees
- *    | frees of its class; free (after         | between, included)
+ *    | frees of its class; free (after         | between, included) [a]
  *    | malloc_trim)                            |
- *  9 | a large block (32 KiB .. 2 MiB) twice   | "double free at .. (large block)" at the free
+ *  9 | a large block (32 KiB .. 2 MiB) twice   | "double free at .. (a freed block ...)" at the free
  * 10 | a huge block (own mapping) twice        | "double free at .. (huge block)" at the free
  * 11 | uslab_free of a pointer inside a class, | "invalid free" at the free
  *    | large or huge block, of a stack, global |
@@ -61,12 +62,28 @@
  *    |                                         | cache are one (kmalloc classes made after a compatible cache
  *    |                                         | become its aliases: kmalloc-64 of fz_64); large, huge block:
  *    |                                         | "invalid free"
- * 13 | uslab_free of a cache object            | not caught: freed to its cache (as the kernel's kfree())
+ * 13 | uslab_cache_free of a cache object      | not caught: freed to its cache (as the kernel's kfree())
  *
- * [a] or "invalid free" at the free: when the first free emptied x's slab
- *     (a debug cache frees to the slab at once; the modes without a sheaf
- *     free to the slab when x's is not the CPU part's) while the node
- *     already kept min_partial slabs, the slab is gone by the second free.
+ * [a] or "free of a freed block" at the free: when the first free emptied
+ *     x's slab (a debug cache frees to the slab at once; the modes without
+ *     a sheaf free to the slab when x's is not the CPU part's) while the
+ *     node already kept min_partial slabs, the slab is given back at once
+ *     and the second free finds free pages there. Which of the two happens
+ *     depends on where the objects of the parent's live set lie, which the
+ *     model does not follow.
+ * [b] a segment is unmapped when all of it is free: x's pointer is then
+ *     not uslab's at all.
+ * Time and state: an input's outcome depends on the input alone, so that
+ * a crash artifact replayed alone fails as it failed in the run:
+ *   - the policy clock (decay of free pages, empty slabs and huge
+ *     mappings, slab mode's reap, KFENCE's samples) is held
+ *     (os_clock_hold) and moves only when an input says so (op 9 with its
+ *     top bit: the clock moves by 0..65535 ms, then one decay pass runs, as
+ *     the background thread would run it);
+ *   - every input starts from the same allocator state: the tunables back
+ *     at their creation values, the temporary cache destroyed, every cache
+ *     shrunk and the malloc family trimmed (empty slabs, sheaves and free
+ *     pages all given back), KFENCE's next sample kfence_ms away.
  * Rows 1-4 and 8 rest on the double-free mark (src/core/slab.h, FP_TAKEN):
  * a free object's free-pointer word holds a link or the mark, whichever
  * per-CPU mode holds it (CPU free list, owned slab, remote batch, SLQB
@@ -89,7 +106,10 @@
 #include <unistd.h>
 
 #include "uslab.h"
-#include "kfence.h"   /* kfence_owns() */
+#include "kfence.h"   /* kfence_owns(), kfence_due */
+#include "os.h"       /* os_clock_hold(), os_clock_advance() */
+
+uint64_t mem_decay_pass(void);   /* cpu/decay.c: one decay pass (what the background thread runs) */
 
 #define FZPU (USLAB_CONSISTENCY_CHECKS | USLAB_RED_ZONE | USLAB_POISON | USLAB_STORE_USER)
 #define LIVE_MAX 4096
@@ -154,6 +174,11 @@ static void saw_order(struct uslab_cache *c)
 		max_order_seen = info.order;
 }
 
+static const char *const tune_names[] = { "cpu_partial", "min_partial", "order", "cpu_queue" };
+#define NTUNE (sizeof tune_names / sizeof tune_names[0])
+static unsigned long tune_start[NCACHES][NTUNE];   /* each cache's tunables when made */
+static bool tune_have[NCACHES][NTUNE];
+
 static void misuse_setup(void);
 
 static void setup(void)
@@ -164,8 +189,30 @@ static void setup(void)
 		if (!f->c)
 			fail("cache create", NULL, i, 0);
 		saw_order(f->c);
+		for (size_t t = 0; t < NTUNE; t++)
+			tune_have[i][t] = uslab_cache_tune_get(f->c, tune_names[t], &tune_start[i][t]) == 0;
 	}
 	misuse_setup();
+}
+
+/* Every input starts from one allocator state (the file comment, "Time
+ * and state"): tunables as made, no temporary cache, everything unused
+ * given back, KFENCE's next sample a whole interval away. */
+static void start_state(void)
+{
+	max_order_seen = 0;
+	for (size_t i = 0; i < TMP; i++) {
+		for (size_t t = 0; t < NTUNE; t++)
+			if (tune_have[i][t] && uslab_cache_tune_set(caches[i].c, tune_names[t], tune_start[i][t]) != 0)
+				fail("tunable reset", caches[i].c, t, tune_start[i][t]);
+		uslab_cache_shrink(caches[i].c);
+		saw_order(caches[i].c);
+	}
+#ifdef USLAB_HAVE_MALLOC
+	uslab_malloc_trim(0);
+#endif
+	if (atomic_load_explicit(&kfence_due, memory_order_relaxed) != UINT64_MAX)
+		atomic_store_explicit(&kfence_due, os_now_ms() + kfence_ms, memory_order_relaxed);
 }
 
 /* ---- the shadow model ----------------------------------------------------------- */
@@ -352,16 +399,24 @@ static void op_free_bulk(struct in *in)
 	uslab_cache_free_bulk(caches[k].c, n, objs);
 }
 
+/* Shrink a cache or, with the top bit, let time pass: the held clock moves
+ * 0..65535 ms and one decay pass runs (what the background thread does). */
 static void op_shrink(struct in *in)
 {
-	int k = pick_cache(in);
-	if (k >= 0)
-		(void)uslab_cache_shrink(caches[k].c);
+	unsigned sel = u8(in);
+	if (sel & 0x80) {
+		os_clock_advance(u16(in));
+		(void)mem_decay_pass();
+		return;
+	}
+	struct fcache *f = &caches[sel % NCACHES];
+	if (f->c)
+		(void)uslab_cache_shrink(f->c);
 }
 
 static void op_tune(struct in *in)
 {
-	static const char *const names[] = { "cpu_partial", "min_partial", "order", "cpu_queue" };
+	static const char *const *names = tune_names;
 	static const unsigned long limits[] = { 200, 16, 4, 70 };   /* a little past cpu_queue's 64 */
 	int k = pick_cache(in);
 	unsigned t = u8(in) % 4;
@@ -929,8 +984,8 @@ static bool plan_cache_double(struct plan *pl, size_t xi, unsigned extra)
 	struct cstate st;
 	cstate_of(pl->c, &st);
 	/* [a]: a first free that empties x's slab may give the slab back
-	 * (the node keeps min_partial already): the second finds no slab */
-	pl->text2 = "invalid free";
+	 * (the node keeps min_partial already): the second finds free pages */
+	pl->text2 = "free of a freed block";
 	pl->when = AT_MISUSE;   /* the mark: at the second free, every mode */
 	pl->text = "double free";
 	switch (pl->row) {
@@ -948,9 +1003,9 @@ static bool plan_cache_double(struct plan *pl, size_t xi, unsigned extra)
 		int sh = slab_shared(xi, &st);
 		if (sh < 0)
 			return false;
-		if (!sh) {   /* x was its slab's last object: the slab is gone */
-			pl->text = "invalid free";
-			pl->text2 = NULL;
+		if (!sh) {   /* x was its slab's last object: the slab is gone [b] */
+			pl->text = "free of a freed block";
+			pl->text2 = "invalid free";
 		}
 		return true;
 	}
@@ -1036,6 +1091,7 @@ static void op_misuse(struct in *in)
 		pl.fresh_size = uslab_malloc_usable_size(pl.x);
 		pl.when = AT_MISUSE;   /* the mark, every mode */
 		pl.text = "double free";
+		pl.text2 = "free of a freed block";   /* [a] */
 		break;
 	}
 	case R_M_BIG:
@@ -1043,7 +1099,7 @@ static void op_misuse(struct in *in)
 			return;
 		pl.x = live[xi].p;
 		pl.when = AT_MISUSE;
-		pl.text = live[xi].mkind == MB_HUGE ? "double free" : "double free";
+		pl.text = "double free";
 		break;
 	case R_M_INVALID:
 		if (pl.sub % 2 == 0) {   /* inside a live block */
@@ -1119,6 +1175,10 @@ static void finish(void)
 		info.version = USLAB_CACHE_INFO_VERSION;
 		if (uslab_cache_get_info(f->c, &info) != 0 || info.active_objects != 0)
 			fail("active objects after freeing everything", f->c, k, info.active_objects);
+	}
+	if (caches[TMP].c) {   /* an input's temporary cache ends with it */
+		uslab_cache_destroy(caches[TMP].c);
+		caches[TMP].c = NULL;
 	}
 }
 
@@ -1205,9 +1265,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static bool ready;
 	if (!ready) {
 		ready = true;
+		os_clock_hold(true);   /* the file comment, "Time and state" */
 		setup();
 		misuse_selftest();
 	}
+	start_state();
 	struct in in = { data, size, 0 };
 	execs++;
 	misuse_this_input = false;

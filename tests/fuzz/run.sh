@@ -10,6 +10,8 @@
 # directories; the corpus grows in build-fuzz/corpus across runs; a crash or
 # model mismatch leaves its input in build-fuzz/artifacts/ (replay:
 # build-fuzz/tests/fuzz/fuzz_ops FILE).
+# FUZZ_USLAB_OPTIONS: USLAB_OPTIONS for the fuzzer (e.g. slub_cpu_mode=slab
+# to fuzz another per-CPU mode); the caller's own USLAB_OPTIONS is ignored.
 # Needs clang and libclang-rt-14-dev (Debian 12). Prints executions per
 # second and total executions; exits non-zero if the fuzzer found anything.
 set -euo pipefail
@@ -33,7 +35,7 @@ echo "=== fuzz_ops: $SECS s (log: $LOG) ==="
 rc=0
 # A single USLAB_OPTIONS from the caller would change every cache; the
 # fuzzer picks its own debug caches.
-env -u USLAB_OPTIONS ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
+env -u USLAB_OPTIONS ${FUZZ_USLAB_OPTIONS:+USLAB_OPTIONS="$FUZZ_USLAB_OPTIONS"} ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
 	"$DIR/tests/fuzz/fuzz_ops" -max_total_time="$SECS" -max_len=4096 -timeout=30 -rss_limit_mb=2048 \
 	-print_final_stats=1 -artifact_prefix="$DIR/artifacts/" "$DIR/corpus" >"$LOG" 2>&1 || rc=$?
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$LOG" | tail -1)
