@@ -209,12 +209,15 @@ USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
  *   "barn_full", "barn_empty"  full and empty sheaves the cache's barn keeps
  *                  (0..1024): full sheaves freed by one thread wait there
  *                  for threads that allocate;
- *   "cpu_partial"  classic mode: free objects each CPU's partial list may
- *                  hold before it is drained to the node list (0..65535; 0
- *                  turns CPU partial lists off);
+ *   "cpu_partial"  classic mode: objects each CPU's partial list may hold
+ *                  before it is drained to the node list, counted in slabs
+ *                  as the kernel's since 5.16 (2 x cpu_partial over a
+ *                  slab's objects, rounded up; 0..65535; 0 turns CPU
+ *                  partial lists off);
  *   "min_partial"  empty slabs the node list keeps (0..1024);
  *   "order"        page order of new slabs (the smallest order that holds
- *                  an object .. 9).
+ *                  an object, and at least 4: a slab fills one 64 KiB slot
+ *                  or more, .. 9).
  * They can also be set at start: USLAB_OPTIONS="NAME:sheaf_capacity=N ...".
  * Return 0, or -1 with errno EINVAL for an unknown name, a value out of
  * range, or a NULL argument.

@@ -164,34 +164,35 @@ static void effects(void)
 	opt_save();
 	cache_info(d, &in);
 	unsigned default_order = in.order;
-	CHECK(default_order >= 1);   /* 1000-byte objects want more than one page */
+	CHECK(default_order >= 4);   /* every slab fills a 64 KiB slot at least (order 4) */
 
+	/* a maximum below a slot's order gives slabs of one slot */
 	parse_quiet("slub_max_order=0");
 	struct uslab_cache *c = mk("opt-eff-max0", 1000);
 	cache_info(c, &in);
-	CHECK_EQ(in.order, 0);
+	CHECK_EQ(in.order, 4);
 	/* an object that needs more than the maximum still gets its minimum */
-	struct uslab_cache *big = mk("opt-eff-big", 20000);
+	struct uslab_cache *big = mk("opt-eff-big", 100000);
 	cache_info(big, &in);
 	CHECK_EQ(in.order, in.min_order);
-	CHECK_EQ(in.min_order, 3);
+	CHECK_EQ(in.min_order, 5);
 	opt_restore();
 
-	parse_quiet("slub_min_order=2");
-	struct uslab_cache *m = mk("opt-eff-min2", 64);
+	parse_quiet("slub_min_order=6");
+	struct uslab_cache *m = mk("opt-eff-min6", 64);
 	cache_info(m, &in);
-	CHECK(in.order >= 2);
+	CHECK(in.order >= 6);
 	opt_restore();
 
 	struct uslab_cache *o1 = mk("opt-eff-obj-default", 64);
 	cache_info(o1, &in);
 	unsigned o1_order = in.order;
-	parse_quiet("slub_min_objects=400");   /* 400 x 64 bytes: order 3 */
-	struct uslab_cache *o2 = mk("opt-eff-obj400", 64);
+	parse_quiet("slub_min_objects=1500");   /* 1500 x 64 bytes: order 5 */
+	struct uslab_cache *o2 = mk("opt-eff-obj1500", 64);
 	cache_info(o2, &in);
-	CHECKF(in.order == 3 && in.order > o1_order, "order %u (default %u)", in.order, o1_order);
-	/* (debug caches' wider stride: order 3 holds fewer than 400) */
-	CHECK(in.objects_per_slab >= 400 || (cache_debugged(&in) && in.objects_per_slab == 32768 / in.slab_object_size));
+	CHECKF(in.order == 5 && in.order > o1_order, "order %u (default %u)", in.order, o1_order);
+	/* (debug caches' wider stride: order 5 holds fewer than 1500) */
+	CHECK(in.objects_per_slab >= 1500 || (cache_debugged(&in) && in.objects_per_slab == 131072 / in.slab_object_size));
 	opt_restore();
 
 	parse_quiet("slub_cpu_partial=5");
@@ -222,7 +223,7 @@ static void per_cache(void)
 	unsigned long late_cp = tget(late, "cpu_partial");
 	CHECK(late_cp != 5);
 
-	parse_quiet("opt-pc:cpu_partial=77 opt-pc:min_partial=3 opt-pc:order=2 opt-pc:sheaf_capacity=5 opt-pc:barn_full=4 opt-pc-late:cpu_partial=5");
+	parse_quiet("opt-pc:cpu_partial=77 opt-pc:min_partial=3 opt-pc:order=6 opt-pc:sheaf_capacity=5 opt-pc:barn_full=4 opt-pc-late:cpu_partial=5");
 	CHECK(memcmp(&saved, &opt, sizeof opt) == 0);   /* no process option changed */
 	/* an existing cache is not changed */
 	CHECK_EQ(tget(late, "cpu_partial"), late_cp);
@@ -230,12 +231,12 @@ static void per_cache(void)
 	struct uslab_cache *c = mk("opt-pc", 512);
 	CHECK_EQ(tget(c, "cpu_partial"), 77);
 	CHECK_EQ(tget(c, "min_partial"), 3);
-	CHECK_EQ(tget(c, "order"), 2);
+	CHECK_EQ(tget(c, "order"), 6);
 	struct uslab_cache_info in;
 	cache_info(c, &in);
 	CHECK_EQ(tget(c, "sheaf_capacity"), cache_debugged(&in) ? 0 : 5);   /* debug caches: no sheaves */
 	CHECK_EQ(tget(c, "barn_full"), 4);
-	CHECK_EQ(in.order, 2);
+	CHECK_EQ(in.order, 6);
 	CHECK_EQ(in.cpu_partial, 77);
 	/* other names are untouched; the name must match exactly */
 	struct uslab_cache *other = mk("opt-pc2", 512);
@@ -247,15 +248,15 @@ static void per_cache(void)
 	CHECK_EQ(tget(late2, "cpu_partial"), 5);
 
 	/* a value the cache cannot take: one warning at create, defaults kept */
-	parse_quiet("opt-pc-bad:order=1");
+	parse_quiet("opt-pc-bad:order=5");
 	char buf[4096];
 	struct stderr_capture cap;
 	stderr_capture_begin(&cap);
-	struct uslab_cache *bad = mk("opt-pc-bad", 20000);   /* needs order 3 */
+	struct uslab_cache *bad = mk("opt-pc-bad", 200000);   /* needs order 6 */
 	size_t n = stderr_capture_end(&cap, buf, sizeof buf);
 	CHECKF(n > 0 && count_lines(buf) == 1 && strstr(buf, "opt-pc-bad"), "got: %s", buf);
 	cache_info(bad, &in);
-	CHECK_EQ(in.order, 3);
+	CHECK_EQ(in.order, 6);
 
 	struct uslab_cache *all[] = { late, c, other, prefix, late2, bad };
 	for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -417,7 +418,7 @@ static int env_child(void)
 	struct uslab_cache *a = mk("env-a", 1000);
 	struct uslab_cache_info in;
 	cache_info(a, &in);
-	CHECK_EQ(in.order, 0);                 /* slub_max_order=0 */
+	CHECK_EQ(in.order, 4);                 /* slub_max_order=0: one slot, the least there is */
 	CHECK_EQ(tget(a, "cpu_partial"), 11);  /* env-a:cpu_partial=11 */
 	struct uslab_cache *b = mk("env-b", 1000);
 	CHECK_EQ(tget(b, "cpu_partial"), 4);   /* slub_cpu_partial=4 */

@@ -31,6 +31,7 @@
  */
 #include "check.h"
 #include "slab.h"   /* struct uslab_cache: the free pointer's offset (the mark word) */
+#include "kfence.h" /* kfence_owns(): sampling by time is on by default */
 
 #include <stdatomic.h>
 
@@ -325,20 +326,23 @@ static int cmp_uptr(const void *a, const void *b)
 
 static void colouring(void)
 {
-	/* An object size whose order-0 slab leaves room for 3 colours after
-	 * its objects and index list (320 bytes: 12 in a page, 256 bytes
-	 * left: colours 0, 64, 128; a tracked build's stride is longer) */
+	/* An object size whose slab of one 64 KiB slot (order 4) leaves room
+	 * for 3 colours after its objects and index list, which go off the
+	 * slab (objects of 128 bytes and more) when the waste cannot hold them
+	 * (1000 bytes: 65 objects, 536 bytes left, 8 colours; a tracked
+	 * build's stride is longer, so the size is searched) */
 	struct uslab_cache *c = NULL;
 	struct uslab_cache_info in;
-	for (size_t size = 320; size >= 200 && !c; size -= 8) {
+	for (size_t size = 1000; size >= 200 && !c; size -= 8) {
 		c = mk_slab("slabmode-colour", size, 0);
 		if (!c)
 			return;
-		tset(c, "order", 0);   /* (other orders leave other room: 51 in 16 KiB leave none) */
+		tset(c, "order", 4);
 		cache_info(c, &in);
-		size_t num = 4096 / in.slab_object_size, left = 4096 - num * in.slab_object_size;
+		size_t st = in.slab_object_size, num = 65536 / st, left = 65536 - num * st;
 		size_t mgmt = num + (num + 15) / 16 * 2;
-		if (left < mgmt + 3 * 64) {
+		size_t room = st >= 128 && left < mgmt ? left : left >= mgmt ? left - mgmt : 0;
+		if (room < 3 * 64) {
 			uslab_cache_destroy(c);
 			c = NULL;
 		}
@@ -353,22 +357,26 @@ static void colouring(void)
 	for (size_t i = 0; i < n; i++) {
 		p[i] = uslab_cache_alloc(c);
 		CHECK(p[i] != NULL);
-		memset(p[i], 0x44, 320);
+		memset(p[i], 0x44, in.object_size);
 	}
-	/* each slab's colour: every object's offset in it, modulo the stride */
+	/* each slab's colour: every object's offset in it, modulo the stride
+	 * (a KFENCE sample, which the default sampling by time may take, lies
+	 * in its pool, in no slab: left out) */
 	uintptr_t *base = calloc(n, sizeof *base);
 	CHECK(base != NULL);
+	size_t nb = 0;
 	for (size_t i = 0; i < n; i++)
-		base[i] = (uintptr_t)p[i] & ~(uintptr_t)(slab_bytes - 1);
-	qsort(base, n, sizeof *base, cmp_uptr);
+		if (!kfence_owns(p[i]))
+			base[nb++] = (uintptr_t)p[i] & ~(uintptr_t)(slab_bytes - 1);
+	qsort(base, nb, sizeof *base, cmp_uptr);
 	unsigned seen = 0, slabs = 0;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < nb; i++) {
 		if (i && base[i] == base[i - 1])
 			continue;
 		slabs++;
 		size_t colour = SIZE_MAX;
 		for (size_t j = 0; j < n; j++) {
-			if (((uintptr_t)p[j] & ~(uintptr_t)(slab_bytes - 1)) != base[i])
+			if (kfence_owns(p[j]) || ((uintptr_t)p[j] & ~(uintptr_t)(slab_bytes - 1)) != base[i])
 				continue;
 			size_t off = ((uintptr_t)p[j] - base[i]) % in.slab_object_size;
 			CHECKF(colour == SIZE_MAX || colour == off, "objects of one slab at two colours: %zu, %zu", colour,

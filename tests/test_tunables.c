@@ -91,7 +91,9 @@ static void get_set_each(void)
 		cache_info(c, &in);
 		CHECK_EQ(in.min_partial, mp[i]);
 	}
-	for (unsigned long o = 0; o <= 9; o++) {
+	for (unsigned long o = 0; o < 4; o++)
+		set_einval(c, "order", o);   /* below a slot (64 KiB): every slab fills one at least */
+	for (unsigned long o = 4; o <= 9; o++) {
 		tset(c, "order", o);
 		cache_info(c, &in);
 		CHECK_EQ(in.order, o);
@@ -210,7 +212,7 @@ static size_t blocks_of(void **p, size_t n, unsigned order)
 static void order_effect(void)
 {
 	struct uslab_cache *c = mk("tune-order", 256);
-	static const unsigned orders[] = { 0, 2, 1, 3, 5 };
+	static const unsigned orders[] = { 4, 6, 5, 7, 4 };
 	enum { SLABS = 12 };
 	for (unsigned k = 0; k < sizeof orders / sizeof orders[0]; k++) {
 		unsigned o = orders[k];
@@ -238,9 +240,9 @@ static void order_effect(void)
 		CHECK_EQ(in.slabs, 0);
 	}
 	/* a change while slabs of the old order exist: both kinds coexist */
-	tset(c, "order", 0);
+	tset(c, "order", 4);
 	void *old = uslab_cache_alloc(c);
-	tset(c, "order", 1);
+	tset(c, "order", 5);
 	struct uslab_cache_info in;
 	cache_info(c, &in);
 	void **p = malloc(in.objects_per_slab * 3 * sizeof *p);
@@ -486,7 +488,7 @@ static void *stress_tuner(void *arg)
 		case 1: case 2: v = (r >> 16) % 12; break;                    /* barn bounds */
 		case 3: v = (r >> 8) % 4 == 0 ? 0 : (r >> 16) % 300; break;   /* cpu_partial */
 		case 4: v = (r >> 16) % 12; break;                            /* min_partial */
-		default: v = (r >> 16) % 4; break;                            /* order */
+		default: v = 4 + (r >> 16) % 3; break;                        /* order (a slot at least) */
 		}
 		CHECKF(uslab_cache_tune_set(st->c, name, v) == 0, "set %s=%lu", name, v);
 		unsigned long got;

@@ -40,7 +40,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 /* ---- sizes and orders ---------------------------------------------------- */
 
-static unsigned fls_u(unsigned x) { return x ? 32 - (unsigned)__builtin_clz(x) : 0; }
+#define MIN_PARTIAL_DEFAULT 2UL   /* cache_tunables() */
 
 /* The mode new caches get: slub_cpu_mode, else what
  * slub_sheaf_capacity=N meant before there were other modes (sheaves, and
@@ -83,28 +83,25 @@ static unsigned calc_slab_order(unsigned size, unsigned min_order, unsigned max_
 
 /*
  * The preferred order, in the spirit of the kernel's calculate_order(): at
- * least min_objects per slab (growing with the CPU count, so that more CPUs
- * contend less for the node lock), at most slub_max_order, and the least
- * waste achievable, relaxing the waste bound (1/16, 1/8, 1/4, 1/2) before
- * giving up and using the smallest order that holds one object.
+ * most slub_max_order, and the least waste achievable, relaxing the waste
+ * bound (1/16, 1/8, 1/4, 1/2) before giving up and using the smallest
+ * order that holds one object. Every slab fills one 64 KiB slot at least
+ * (floor_order >= SLAB_MIN_ORDER), which already holds 32 objects or more
+ * up to 2 KiB; the kernel's rule of min_objects growing with the CPUs
+ * would give objects of 5 KiB and more slabs of several slots, whose later
+ * slots take the slower free path (page.h), so it applies only when
+ * slub_min_objects asks for it.
  */
 static unsigned calculate_order(unsigned size, unsigned floor_order)
 {
-	unsigned max_order = MAX(opt.max_order, floor_order);
-	unsigned min_objects = opt.min_objects;
-	if (!min_objects)
-		min_objects = 4 * (fls_u(os_ncpus()) + 1);
-	/* Home mode (the default) allocates from one slab at a time and frees
-	 * into its own slabs: a refill takes whatever one slab gathered, so
-	 * slabs of few objects refill often (a random-size mix over 4096 live
-	 * blocks: 17 % of allocations on the slow path with the kernel's 12
-	 * objects here, 6.5 % with 32, 2.4 % with 64). 32, as the kernel's own
-	 * formula gives on 64 CPUs; mimalloc's pages hold 64 KiB. */
-	if (!opt.min_objects && (default_cpu_mode() == CPU_HOME || default_cpu_mode() == CPU_SLQB))
-		min_objects = MAX(min_objects, 32U);
-	min_objects = MIN(min_objects, MAX(order_objects(max_order, size), 1U));
-	unsigned min_order = MAX(MAX(opt.min_order, floor_order), get_order((size_t)min_objects * size));
-	while (min_order > 0 && order_objects(min_order, size) > SLAB_MAX_OBJECTS)
+	unsigned min_order = MAX(opt.min_order, floor_order);
+	unsigned max_order = MAX(opt.max_order, min_order);   /* slub_min_order wins over slub_max_order */
+	if (opt.min_objects) {
+		unsigned min_objects = MIN(opt.min_objects, MAX(order_objects(max_order, size), 1U));
+		min_order = MAX(min_order, get_order((size_t)min_objects * size));
+	}
+	min_order = MIN(min_order, max_order);
+	while (min_order > floor_order && order_objects(min_order, size) > SLAB_MAX_OBJECTS)
 		min_order--;
 	for (unsigned fract = 16; fract > 1; fract /= 2) {
 		unsigned order = calc_slab_order(size, min_order, max_order, fract);
@@ -147,15 +144,19 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 		s->offset = (unsigned)((size / 2) & ~(sizeof(void *) - 1));
 	}
 	stride = ALIGN_UP(stride, align);
-	/* Slabs are aligned to their size, so big alignments need big slabs. */
+	/* Slabs are aligned to their size, so big alignments need big slabs;
+	 * and every slab fills one slot at least, so that its record is found
+	 * by a mask and a shift (page.h). */
 	unsigned floor_order = align > PAGE_SIZE ? get_order(align) : 0;
 	floor_order = MAX(floor_order, get_order(stride));
+	floor_order = MAX(floor_order, (unsigned)SLAB_MIN_ORDER);
 	if (floor_order > PAGE_MAX_ORDER)
 		return -1;
 	s->object_size = (unsigned)size;
 	s->size = (unsigned)stride;
 	s->align = (unsigned)align;
 	s->divmagic = UINT64_MAX / stride + 1;
+	s->divm32 = (uint32_t)(((1ULL << 32) + stride - 1) / stride);
 	s->min_order = (uint8_t)floor_order;
 	s->min_objects = (uint16_t)MIN(order_objects(s->min_order, s->size), SLAB_MAX_OBJECTS);
 	set_order(s, calculate_order(s->size, floor_order));
@@ -176,8 +177,12 @@ static unsigned sheaf_default_capacity(unsigned size)
 }
 
 /* Defaults of the kernel's set_cpu_partial() (the sizes of today's kernel,
- * which raised the 2011 thread's 2/6/13/30) and set_min_partial(); the
- * barn's bounds as the kernel's (10 full, 10 empty). */
+ * which raised the 2011 thread's 2/6/13/30); min_partial in bytes rather
+ * than slabs: the kernel's set_min_partial() keeps 5 to 10 slabs of 4 to
+ * 32 KiB, and 2 slabs of a 64 KiB slot or more keep as much (10 would keep
+ * 640 KiB of empty slabs per cache: 25 MiB over the kmalloc classes after
+ * a burst of frees); the barn's bounds as the kernel's (10 full, 10
+ * empty). */
 static void cache_tunables(struct uslab_cache *s)
 {
 	unsigned size = s->size;
@@ -185,8 +190,7 @@ static void cache_tunables(struct uslab_cache *s)
 	if (opt.cpu_partial >= 0)
 		cp = (unsigned)opt.cpu_partial;
 	TUNE_SET(s, cpu_partial, cp);
-	unsigned long mp = fls_u(s->size * oo_objects(cache_oo(s))) / 2;   /* ilog2(slab bytes) / 2 */
-	TUNE_SET(s, min_partial, MAX(5UL, MIN(10UL, mp)));
+	TUNE_SET(s, min_partial, MIN_PARTIAL_DEFAULT);
 	unsigned sc = opt.sheaf_capacity >= 0 ? (unsigned)opt.sheaf_capacity : sheaf_default_capacity(size);
 	TUNE_SET(s, sheaf_capacity, s->debug || s->internal ? 0 : sc);   /* debug caches: no sheaves */
 	TUNE_SET(s, cpu_mode, s->debug || s->internal ? (unsigned)CPU_CLASSIC : default_cpu_mode());   /* no parts at all */
@@ -323,6 +327,7 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		s->size = root->size;
 		s->offset = root->offset;
 		s->divmagic = root->divmagic;
+		s->divm32 = root->divm32;
 		s->fp_key = root->fp_key;
 		atomic_store_explicit(&s->oo, cache_oo(root), memory_order_relaxed);
 		s->alias_next = root->aliases;

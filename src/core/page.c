@@ -1,6 +1,7 @@
 /*
  * Page allocator: segments, per-page descriptors, buddy blocks, delayed
- * return of free memory to the OS. See page.h for the picture.
+ * return of free memory to the OS; the slab records' home. See page.h for
+ * the picture.
  *
  * Locking: page_lock protects the free lists, every descriptor of a free
  * block, the segment list and the segment counters. It is a leaf lock: the
@@ -20,8 +21,8 @@
 
 #define SEG_MAGIC 0x75736c6162736567ULL   /* "uslabseg" */
 
-_Atomic uint64_t page_seg_map[SEG_MAP_BITS / 64];
-struct slab page_foreign;
+_Atomic uint8_t page_seg_map[SEG_MAP_BITS];
+struct slab slab_foreign;
 unsigned page_purge_delay_ms = 1000;
 /* Free pages kept dirty at most, whatever their age, in MiB (or half the
  * pages in use, if more: dirty_max_pages): a burst of frees gives the rest
@@ -33,8 +34,8 @@ static struct {
 	/* free blocks by order, doubly linked: dirty ones first (newest at the
 	 * head), then clean ones. So allocation reuses dirty pages first (no
 	 * fault), and a purge looks at dirty blocks only. */
-	struct slab *free[PAGE_MAX_ORDER + 1];
-	struct slab *free_tail[PAGE_MAX_ORDER + 1];
+	struct page *free[PAGE_MAX_ORDER + 1];
+	struct page *free_tail[PAGE_MAX_ORDER + 1];
 	uint64_t nfree[PAGE_MAX_ORDER + 1];
 	struct segment *segs;                      /* all segments */
 	uint64_t nsegs;
@@ -43,19 +44,14 @@ static struct {
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;   /* see the top of the file */
 
-static inline unsigned desc_index(const struct slab *d)
+static inline unsigned desc_index(const struct page *d)
 {
-	return (unsigned)(d - page_segment(d)->desc);
+	return (unsigned)(d - page_segment(d)->page);
 }
 
 static void seg_map_set(struct segment *seg, bool on)
 {
-	uintptr_t si = (uintptr_t)seg >> SEG_SHIFT;
-	uint64_t bit = 1ULL << (si % 64);
-	if (on)
-		atomic_fetch_or_explicit(&page_seg_map[si / 64], bit, memory_order_relaxed);
-	else
-		atomic_fetch_and_explicit(&page_seg_map[si / 64], ~bit, memory_order_relaxed);
+	atomic_store_explicit(&page_seg_map[(uintptr_t)seg >> SEG_SHIFT], on, memory_order_relaxed);
 }
 
 /* ---- free lists (page lock held) ------------------------------------- */
@@ -63,7 +59,7 @@ static void seg_map_set(struct segment *seg, bool on)
 /* The dirty counters are kept here: dirty bytes are the sizes of the free
  * blocks with d->dirty set (a block merged from dirty and clean parts counts
  * whole; purging it makes it clean). */
-static void free_list_add(struct slab *d, unsigned order)
+static void free_list_add(struct page *d, unsigned order)
 {
 	if (d->dirty) {
 		page_segment(d)->dirty_pages += 1U << order;
@@ -88,7 +84,7 @@ static void free_list_add(struct slab *d, unsigned order)
 	P.nfree[order]++;
 }
 
-static void free_list_del(struct slab *d)
+static void free_list_del(struct page *d)
 {
 	if (d->prev)
 		d->prev->next = d->next;
@@ -106,8 +102,10 @@ static void free_list_del(struct slab *d)
 	}
 }
 
-/* Insert a free block, merging it with free buddies. */
-static void free_block_insert(struct slab *d, unsigned order, bool dirty, uint64_t when)
+/* Insert a free block, merging it with free buddies. The upper half of
+ * each merge stops being a head (PK_TAIL): only a block's first page is
+ * one (page.h). */
+static void free_block_insert(struct page *d, unsigned order, bool dirty, uint64_t when)
 {
 	struct segment *seg = page_segment(d);
 	unsigned idx = desc_index(d);
@@ -115,16 +113,17 @@ static void free_block_insert(struct slab *d, unsigned order, bool dirty, uint64
 		unsigned bidx = idx ^ (1U << order);
 		if (bidx + (1U << order) > SEG_PAGES)
 			break;
-		struct slab *b = &seg->desc[bidx];
+		struct page *b = &seg->page[bidx];
 		if (page_kind(b) != PK_FREE || b->order != order)
 			break;
 		free_list_del(b);
 		dirty |= b->dirty;
 		when = MAX(when, b->free_time);
+		page_set_kind(&seg->page[idx | (1U << order)], PK_TAIL);
 		idx &= ~(1U << order);
 		order++;
 	}
-	d = &seg->desc[idx];
+	d = &seg->page[idx];
 	d->dirty = dirty;
 	d->free_time = when;
 	free_list_add(d, order);
@@ -136,30 +135,30 @@ static void seg_add_blocks(struct segment *seg, unsigned from)
 		unsigned o = PAGE_MAX_ORDER;
 		while ((i & ((1U << o) - 1)) || i + (1U << o) > SEG_PAGES)
 			o--;
-		seg->desc[i].dirty = 0;
-		seg->desc[i].free_time = 0;
-		free_list_add(&seg->desc[i], o);
+		seg->page[i].dirty = 0;
+		seg->page[i].free_time = 0;
+		free_list_add(&seg->page[i], o);
 		i += 1U << o;
 	}
 }
 
 /* ---- allocation ------------------------------------------------------ */
 
-static struct slab *take_block(unsigned order)
+static struct page *take_block(unsigned order)
 {
 	unsigned o = order;
 	while (o <= PAGE_MAX_ORDER && !P.free[o])
 		o++;
 	if (o > PAGE_MAX_ORDER)
 		return NULL;
-	struct slab *d = P.free[o];
+	struct page *d = P.free[o];
 	free_list_del(d);
 	struct segment *seg = page_segment(d);
 	unsigned idx = desc_index(d);
 	/* Split: the upper halves go back as free blocks with the same state. */
 	while (o > order) {
 		o--;
-		struct slab *hi = &seg->desc[idx + (1U << o)];
+		struct page *hi = &seg->page[idx + (1U << o)];
 		hi->dirty = d->dirty;
 		hi->free_time = d->free_time;
 		free_list_add(hi, o);
@@ -170,8 +169,6 @@ static struct slab *take_block(unsigned order)
 	page_set_kind(d, PK_BUSY);
 	d->order = (uint8_t)order;
 	d->dirty = 0;
-	for (unsigned i = 0; i < n; i++)
-		seg->head[idx + i] = (uint16_t)(idx * sizeof(struct slab));
 	return d;
 }
 
@@ -180,24 +177,24 @@ static struct segment *seg_new(void)
 	struct segment *seg = os_map_aligned(SEG_SIZE, SEG_SIZE);
 	if (!seg)
 		return NULL;
-	/* Fresh anonymous memory is zero: descriptors start as PK_META with
-	 * head 0, so lookups of pages never handed out resolve to desc[0], "not
-	 * a slab", and header pages are touched only as their descriptors are. */
+	/* Fresh anonymous memory is zero: page descriptors start as PK_META
+	 * and slab records as SK_NONE ("no slab here"), and header pages are
+	 * touched only as their descriptors are. */
 	seg->magic = SEG_MAGIC;
 	return seg;
 }
 
-struct slab *page_alloc(unsigned order)
+void *page_alloc(unsigned order)
 {
 	if (order > PAGE_MAX_ORDER) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	pthread_mutex_lock(&P.lock);
-	struct slab *d = take_block(order);
+	struct page *d = take_block(order);
 	pthread_mutex_unlock(&P.lock);
 	if (d)
-		return d;
+		return page_address(d);
 
 	/* One thread maps a segment while the others wait and then find its
 	 * blocks: without this, threads starting together each map one. */
@@ -207,7 +204,7 @@ struct slab *page_alloc(unsigned order)
 	pthread_mutex_unlock(&P.lock);
 	if (d) {
 		pthread_mutex_unlock(&grow_lock);
-		return d;
+		return page_address(d);
 	}
 	struct segment *seg = seg_new();   /* the page lock is not held across the OS call */
 	if (!seg) {
@@ -226,7 +223,7 @@ struct slab *page_alloc(unsigned order)
 	d = take_block(order);
 	pthread_mutex_unlock(&P.lock);
 	pthread_mutex_unlock(&grow_lock);
-	return d;
+	return d ? page_address(d) : NULL;
 }
 
 /* ---- freeing and purging --------------------------------------------- */
@@ -245,12 +242,12 @@ static inline uint64_t dirty_max_pages(void)
 	return MAX(fixed, P.used_pages / 2);
 }
 
-void page_free(struct slab *d)
+void page_free(void *p)
 {
+	struct page *d = page_desc(p);
 	struct segment *seg = page_segment(d);
 	unsigned n = 1U << d->order;
 	uint64_t now = os_now_ms();
-	d->cache = NULL;
 	pthread_mutex_lock(&P.lock);
 	seg->used_pages -= n;
 	P.used_pages -= n;
@@ -299,7 +296,7 @@ static unsigned age_cut(uint64_t now, uint64_t bytes)
 {
 	uint64_t hist[AGE_BUCKETS] = { 0 };
 	for (unsigned o = 0; o <= PAGE_MAX_ORDER; o++)
-		for (struct slab *d = P.free[o]; d && d->dirty; d = d->next)
+		for (struct page *d = P.free[o]; d && d->dirty; d = d->next)
 			hist[age_bucket(now - MIN(now, d->free_time))] += PAGE_SIZE << o;
 	uint64_t sum = 0;
 	for (unsigned b = AGE_BUCKETS; b-- > 0;) {
@@ -313,7 +310,7 @@ static unsigned age_cut(uint64_t now, uint64_t bytes)
 static void page_purge(bool all)
 {
 	enum { BATCH = 64 };
-	struct slab *batch[BATCH];
+	struct page *batch[BATCH];
 	struct segment *dead = NULL;
 	uint64_t now = os_now_ms();
 	uint64_t floor = UINT64_MAX;   /* dirty pages to keep: set by the first round */
@@ -329,13 +326,13 @@ static void page_purge(bool all)
 			nx = seg->next;
 			if (seg->used_pages || (!all && now - seg->empty_since < page_purge_delay_ms))
 				continue;
-			for (unsigned i = SEG_HEADER_PAGES; i < SEG_PAGES; i += 1U << seg->desc[i].order) {
-				if (page_kind(&seg->desc[i]) != PK_FREE)
+			for (unsigned i = SEG_HEADER_PAGES; i < SEG_PAGES; i += 1U << seg->page[i].order) {
+				if (page_kind(&seg->page[i]) != PK_FREE)
 					break;   /* a block is being purged by another thread: try later */
-				if (i + (1U << seg->desc[i].order) >= SEG_PAGES) {
+				if (i + (1U << seg->page[i].order) >= SEG_PAGES) {
 					/* every block free and on the lists: unlink them all */
-					for (unsigned j = SEG_HEADER_PAGES; j < SEG_PAGES; j += 1U << seg->desc[j].order)
-						free_list_del(&seg->desc[j]);
+					for (unsigned j = SEG_HEADER_PAGES; j < SEG_PAGES; j += 1U << seg->page[j].order)
+						free_list_del(&seg->page[j]);
 					if (seg->prev)
 						seg->prev->next = seg->next;
 					else
@@ -370,7 +367,7 @@ static void page_purge(bool all)
 		}
 		for (unsigned o = PAGE_MAX_ORDER + 1; o-- > 0 && nb < BATCH;) {   /* big blocks first */
 			/* the dirty blocks lead each list: stop at the first clean one */
-			for (struct slab *d = P.free[o], *nx; d && d->dirty && nb < BATCH; d = nx) {
+			for (struct page *d = P.free[o], *nx; d && d->dirty && nb < BATCH; d = nx) {
 				nx = d->next;
 				uint64_t age = now - MIN(now, d->free_time);
 				if (over && age_bucket(age) >= oldest) {   /* above the bound: the oldest */
@@ -409,7 +406,7 @@ static void page_purge(bool all)
 		if (nb) {
 			pthread_mutex_lock(&P.lock);
 			for (unsigned i = 0; i < nb; i++) {
-				struct slab *d = batch[i];
+				struct page *d = batch[i];
 				free_block_insert(d, d->order, false, d->free_time);
 			}
 			if (!P.next_purge)
@@ -448,15 +445,38 @@ void page_for_each_slab(void (*fn)(struct slab *d, void *arg), void *arg)
 {
 	pthread_mutex_lock(&P.lock);
 	for (struct segment *seg = P.segs; seg; seg = seg->next)
-		for (unsigned i = SEG_HEADER_PAGES; i < SEG_PAGES;) {
-			struct slab *d = &seg->desc[i];
+		for (unsigned i = 0; i < SEG_SLOTS; i++) {
+			struct slab *d = &seg->slab[i];
 			/* acquire: pairs with the release that made it a slab after
 			 * its fields were set (slab.c's new_slab), so fn sees them */
-			unsigned k = atomic_load_explicit(&d->kind, memory_order_acquire);
-			if (k == PK_SLAB)
+			if (atomic_load_explicit(&d->kind, memory_order_acquire) == SK_SLAB)
 				fn(d, arg);
-			/* free and allocated blocks alike record their order in the head */
-			i += 1U << (k == PK_META ? 0 : d->order);
 		}
 	pthread_mutex_unlock(&P.lock);
+}
+
+struct page *page_block(const void *p)
+{
+	struct segment *seg = page_segment(p);
+	unsigned i = (unsigned)(((uintptr_t)p & SEG_MASK) >> PAGE_SHIFT);
+	if (i < SEG_HEADER_PAGES)
+		return NULL;
+	/* Back to the nearest head: at most a largest block's pages. A racy
+	 * walk (no lock): the answer is for reports and for blocks the caller
+	 * owns, whose heads do not change under it. */
+	for (unsigned k = 0; k < (1U << PAGE_MAX_ORDER) && i >= SEG_HEADER_PAGES; k++, i--) {
+		unsigned kind = page_kind(&seg->page[i]);
+		if (kind != PK_TAIL && kind != PK_META && kind != PK_PIECE)
+			return &seg->page[i];
+	}
+	return NULL;
+}
+
+bool page_is_freed(const void *p)
+{
+	if (!page_ours(p))
+		return false;
+	struct page *b = page_block(p);
+	unsigned k = b ? page_kind(b) : PK_META;
+	return (k == PK_FREE || k == PK_PURGING) && (uintptr_t)p - (uintptr_t)page_address(b) < (PAGE_SIZE << b->order);
 }

@@ -84,10 +84,10 @@ void slab_node_unlock(struct uslab_cache *s)
 
 _Noreturn void slab_bad_free(struct uslab_cache *s, struct slab *slab, const void *x, const char *why)
 {
-	if (page_kind(slab) == PK_SLAB && slab->cache && slab->cache != cache_root(s))
+	if (slab_kind(slab) == SK_SLAB && slab->cache && slab->cache != cache_root(s))
 		report_fatal("wrong cache: free of %p to cache '%s', but it belongs to cache '%s'", x,
 			     s->name, slab->cache->name);
-	if (page_desc_free(slab))   /* its slab was given back: a double free, or a stale pointer */
+	if (page_is_freed(x))   /* its slab was given back: a double free, or a stale pointer */
 		report_fatal("free of a freed block at %p (cache '%s': its slab's pages are free)", x, s->name);
 	report_fatal("%s at %p (cache '%s')", why, x, s->name);
 }
@@ -107,7 +107,7 @@ void fp_double_free(struct uslab_cache *s, struct slab *slab, void *x)
 {
 	void *v = get_freepointer(s, x);
 	struct slab *d;
-	if (!v || ((d = page_obj_slab(v)) != &page_foreign && page_kind(d) == PK_SLAB && d->cache == s->real &&
+	if (!v || ((d = slab_of(v)) != &slab_foreign && slab_kind(d) == SK_SLAB && d->cache == s->real &&
 		   slab_obj_valid(s->real, d, v)))
 		slab_bad_free(s, slab, x, "double free");
 	/* noise that passed the filter: the object is live */
@@ -183,18 +183,48 @@ static inline unsigned long nr_partial(struct node *n)
 
 /* ---- slabs from and to the page allocator ---------------------------- */
 
+/* The record of a new slab's block (at addr, 2^order pages, order >=
+ * SLAB_MIN_ORDER, not yet published): its later slots get SK_TAIL records
+ * pointing back to it (page.h). */
+static struct slab *claim_records(void *addr, unsigned order)
+{
+	struct segment *seg = page_segment(addr);
+	unsigned i = (unsigned)(((uintptr_t)addr & SEG_MASK) >> SLOT_SHIFT);
+	unsigned n = 1U << (order - SLAB_MIN_ORDER);
+	for (unsigned k = 1; k < n; k++) {
+		seg->slab[i + k].back = (uint8_t)k;
+		atomic_store_explicit(&seg->slab[i + k].kind, SK_TAIL, memory_order_release);
+	}
+	struct slab *d = &seg->slab[i];
+	d->order = (uint8_t)order;
+	return d;
+}
+
+/* A slab's records say "no slab" again, before its block goes back. */
+static void release_records(struct slab *d)
+{
+	unsigned n = 1U << (d->order - SLAB_MIN_ORDER);
+	atomic_store_explicit(&d->kind, SK_NONE, memory_order_relaxed);
+	atomic_store_explicit(&d->otag, 0, memory_order_relaxed);
+	d->cache = NULL;
+	for (unsigned k = 1; k < n; k++)
+		atomic_store_explicit(&d[k].kind, SK_NONE, memory_order_relaxed);
+}
+
 static struct slab *alloc_slab_pages(struct uslab_cache *s, struct cpu_cache *c, unsigned *objects)
 {
 	uint32_t oo = cache_oo(s);
-	struct slab *slab = page_alloc(oo_order(oo));
+	unsigned order = oo_order(oo);
+	void *addr = page_alloc(order);
 	*objects = oo_objects(oo);
-	if (unlikely(!slab) && s->min_order < oo_order(oo)) {
-		slab = page_alloc(s->min_order);
+	if (unlikely(!addr) && s->min_order < order) {
+		order = s->min_order;
+		addr = page_alloc(order);
 		*objects = s->min_objects;
-		if (slab)
+		if (addr)
 			stat_inc(s, c, USLAB_STAT_ORDER_FALLBACK);
 	}
-	return slab;
+	return addr ? claim_records(addr, order) : NULL;
 }
 
 /* Index of the i-th object on a new slab's free list: in address order, or
@@ -314,7 +344,7 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 	atomic_fetch_add_explicit(&s->node.total_objects, objects, memory_order_relaxed);
 	stat_inc(s, c, USLAB_STAT_ALLOC_SLAB);
 	/* kind last: from here on, lookups of these pages find a slab */
-	page_set_kind(slab, PK_SLAB);
+	atomic_store_explicit(&slab->kind, SK_SLAB, memory_order_release);
 	return slab;
 }
 
@@ -328,22 +358,23 @@ void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 	atomic_fetch_sub_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&s->node.total_objects, slab->objects, memory_order_relaxed);
 	stat_inc(s, c, USLAB_STAT_FREE_SLAB);
-	page_set_kind(slab, PK_BUSY);
 	if (slab_is_array(slab)) {   /* the block's next use starts unmarked */
 		atomic_fetch_sub_explicit(&s->array.nr_slabs, 1, memory_order_relaxed);
-		atomic_store_explicit(&slab->otag, 0, memory_order_relaxed);
 		slab->colour = 0;
 	}
-	track_release(slab_base(slab), PAGE_SIZE << slab->order);
-	page_free(slab);
+	void *addr = slab_address(slab);
+	release_records(slab);
+	track_release(addr, PAGE_SIZE << slab->order);
+	page_free(addr);
 }
 
 struct slab *slab_new_array(struct uslab_cache *s, struct cpu_cache *c, unsigned order, unsigned objects,
 			    unsigned colour)
 {
-	struct slab *slab = page_alloc(order);
-	if (!slab)
+	void *addr = page_alloc(order);
+	if (!addr)
 		return NULL;
+	struct slab *slab = claim_records(addr, order);
 	slab->colour = (uint16_t)colour;
 	char *first = slab_first(s, slab);
 	slab->cache = s;
@@ -370,7 +401,8 @@ struct slab *slab_new_array(struct uslab_cache *s, struct cpu_cache *c, unsigned
 
 void slab_publish(struct slab *slab)
 {
-	page_set_kind(slab, PK_SLAB);   /* release: a walker that sees the kind sees the fields */
+	/* release: a walker that sees the kind sees the fields */
+	atomic_store_explicit(&slab->kind, SK_SLAB, memory_order_release);
 }
 
 /* ---- taking objects in bulk (sheaf refills, bulk allocation) ----------- */
@@ -635,17 +667,17 @@ void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *
 		sort_ptrs(objs, n);
 	for (unsigned i = 0; i < n;) {
 		void *x = objs[i];
-		struct slab *slab = page_obj_slab(x);
+		struct slab *slab = slab_of(x);
 		if (unlikely(slab_is_array(slab))) {   /* a run of SLAB-format slabs' objects: array.c */
 			unsigned j = i + 1;
-			while (j < n && slab_is_array(page_obj_slab(objs[j])))
+			while (j < n && slab_is_array(slab_of(objs[j])))
 				j++;
 			hold_release(s, c, &h);   /* (it takes the node lock itself) */
 			array_free_objs(s, c, objs + i, j - i, from_cpu);
 			i = j;
 			continue;
 		}
-		uintptr_t base = (uintptr_t)page_address(slab), span = (uintptr_t)slab->objects * s->size;
+		uintptr_t base = (uintptr_t)slab_address(slab), span = (uintptr_t)slab->objects * s->size;
 		unsigned j = i;
 		do {
 			/* already free in its slab (its word is a link), or twice here */
@@ -762,8 +794,8 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
  * then straight to the slab. */
 void slab_free_nocpu(struct uslab_cache *s, void *x)
 {
-	struct slab *slab = page_obj_slab(x);
-	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
+	struct slab *slab = slab_of(x);
+	if (unlikely(slab_kind(slab) != SK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x)))
 		slab_bad_free(s, slab, x, "invalid free");
 	if (unlikely(s->debug)) {
 		slab_debug_free(s, slab, x, NULL, USLAB_STAT_FREE_SLOWPATH);

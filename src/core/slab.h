@@ -22,7 +22,7 @@
 #include "track.h"
 
 #define SLAB_MAX_OBJECTS   32767   /* per slab, as the kernel's MAX_OBJS_PER_PAGE */
-#define SLUB_MAX_ORDER_DEFAULT 3   /* PAGE_ALLOC_COSTLY_ORDER */
+#define SLUB_MAX_ORDER_DEFAULT 5   /* two slots: room to cut waste for big objects (page.h) */
 #define CACHE_ID_MAX       65536   /* live caches at once */
 #define SHEAF_MAX_CAPACITY 508     /* largest sheaf_capacity (a sheaf is then one page) */
 #define BARN_MAX_SHEAVES   1024    /* largest barn bound */
@@ -188,6 +188,8 @@ struct uslab_cache {
 	unsigned offset;           /* free pointer's offset in a free object */
 	unsigned object_size;      /* size given at creation */
 	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
+	uint32_t divm32;           /* ceil(2^32 / size): the same test, and the quotient, for x < 2^16
+	                            * (an offset in a slot: cpu.h's cpu_offset_ok) */
 	struct uslab_cache *real;  /* the cache whose slabs hold the objects: root, or itself */
 	uintptr_t fp_key;          /* random key of free pointer obfuscation */
 	unsigned align;            /* effective alignment */
@@ -346,7 +348,7 @@ static inline void fp_mark_free(struct uslab_cache *s, struct slab *slab, void *
 	fp_check_free(s, slab, x);
 	set_freepointer(s, x, NULL);
 }
-static inline void *slab_base(const struct slab *slab) { return page_address(slab); }
+static inline void *slab_base(const struct slab *slab) { return slab_address(slab); }
 /* Is slab a SLAB-format slab (made in slab mode, cpu/array.c)? Set before
  * the slab is published and never changed while it lives: a relaxed load. */
 static inline bool slab_is_array(const struct slab *slab)
@@ -358,7 +360,7 @@ static inline bool slab_is_array(const struct slab *slab)
  * at a SLAB-format slab's colour offset (0 for every other slab). */
 static inline char *slab_first(const struct uslab_cache *s, const struct slab *slab)
 {
-	return (char *)page_address(slab) + s->red_left_pad + slab->colour;
+	return (char *)slab_address(slab) + s->red_left_pad + slab->colour;
 }
 
 /* Is `off` (< 2^32) a multiple of the object stride? One multiply (Lemire's
@@ -380,8 +382,8 @@ static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab
  * object boundary, all from the descriptor's line and s's first line. */
 static inline bool slab_owns(const struct uslab_cache *s, const struct slab *slab, const void *x)
 {
-	uintptr_t off = (uintptr_t)x - (uintptr_t)page_address(slab) - slab->colour;
-	return likely(slab->cache == s) && likely(page_kind(slab) == PK_SLAB) &&
+	uintptr_t off = (uintptr_t)x - (uintptr_t)slab_address(slab) - slab->colour;
+	return likely(slab->cache == s) && likely(slab_kind(slab) == SK_SLAB) &&
 	       likely(off < (uintptr_t)slab->objects * s->size) && likely(obj_offset_ok(s, off));
 }
 

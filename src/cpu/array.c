@@ -267,7 +267,7 @@ static inline uint8_t *bitmap_of(const struct slab *d)
 {
 	if (d->lfree)
 		return d->lfree;
-	return (uint8_t *)page_address(d) + (PAGE_SIZE << d->order) - mgmt_bytes(d->objects);
+	return (uint8_t *)slab_address(d) + (PAGE_SIZE << d->order) - mgmt_bytes(d->objects);
 }
 static inline void *index_of(const struct slab *d)
 {
@@ -421,8 +421,7 @@ static void *mgmt_alloc(size_t bytes)
 		unsigned o = 0;
 		while ((PAGE_SIZE << o) < bytes)
 			o++;
-		struct slab *blk = page_alloc(o);
-		p = blk ? page_address(blk) : NULL;
+		p = page_alloc(o);
 	}
 	errno = e;
 	return p;
@@ -436,7 +435,7 @@ static void mgmt_free(void *p, size_t bytes)
 			k++;
 		slab_free_nocpu(&cache_sheaf_cache[k], p);
 	} else {
-		page_free(page_obj_slab(p));
+		page_free(p);
 	}
 }
 
@@ -502,7 +501,7 @@ static void free_block(struct uslab_cache *s, struct array_node *a, void *const 
 {
 	for (unsigned k = 0; k < n; k++) {
 		void *x = objs[k];
-		struct slab *d = page_obj_slab(x);
+		struct slab *d = slab_of(x);
 		list_take(a, d);
 		put_back(s, d, x);
 		list_put(a, d);
@@ -537,7 +536,7 @@ void array_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *ob
 		unsigned km = 0, ko = 0, ka = 0, anid = 0;
 		for (; i < n && km < CHUNK && ko < CHUNK && ka < CHUNK; i++) {
 			void *x = objs[i];
-			struct slab *d = page_obj_slab(x);
+			struct slab *d = slab_of(x);
 			if (!slab_is_array(d)) {
 				other[ko++] = x;   /* a slab of the other layout (a mode change): the core's */
 			} else if (likely(slab_nid(d) == local)) {
@@ -569,8 +568,8 @@ void array_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *s
 	unsigned k = 0;
 	void *p = head;
 	while (cnt--) {
-		struct slab *d = page_obj_slab(p);
-		if (unlikely(!p || page_kind(d) != PK_SLAB || d->cache != s || !slab_obj_valid(s, d, p)))
+		struct slab *d = slab_of(p);
+		if (unlikely(!p || slab_kind(d) != SK_SLAB || d->cache != s || !slab_obj_valid(s, d, p)))
 			slab_bad_freelist(s, head, p);
 		void *next = cnt ? get_freepointer(s, p) : NULL;   /* (read before it is freed) */
 		buf[k++] = p;
@@ -999,7 +998,7 @@ void array_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 		sheaf_setup_cpu(s, c, c->sheaf_cap);
 	if (!c->main) {   /* no memory for an array: straight to the slabs */
 		for (size_t i = 0; i < nr; i++)
-			fp_check_free(s, page_obj_slab(objs[i]), objs[i]);   /* (in an array: the mark) */
+			fp_check_free(s, slab_of(objs[i]), objs[i]);   /* (in an array: the mark) */
 		array_free_objs(s, c, objs, (unsigned)nr, false);
 		return;
 	}
@@ -1012,7 +1011,7 @@ void array_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 		size_t k = MIN((size_t)(c->cap - n), nr - i);
 		for (size_t j = 0; j < k; j++) {
 			void *x = objs[i + j];
-			fp_mark_free(s, page_obj_slab(x), x);   /* (x twice in objs[]: the second finds it) */
+			fp_mark_free(s, slab_of(x), x);   /* (x twice in objs[]: the second finds it) */
 			c->objs[n++] = x;
 		}
 		cpu_set_n(c, n);

@@ -196,12 +196,11 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	struct cpu_cache *c = cpu_this(s);
 	if (nr == 1 && objs[0]) {   /* one object of this thread's current slab: as a single free */
 		void *x = objs[0];
-		uintptr_t base;
-		struct slab *d = page_obj_lookup(x, &base);
+		struct slab *d = slab_lookup(x);   /* (a later slot of a slab of several: the general path) */
 		struct cpu_cache *o;
 		if (atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag && d->cache == s &&
 		    (o = atomic_load_explicit(&d->owner, memory_order_relaxed))->slab == d &&
-		    cpu_offset_ok(o, d, (uintptr_t)x - base) && cpu_fp_swap(o, x, o->freelist)) {
+		    cpu_offset_ok(o, d, (uintptr_t)x & SLOT_MASK) && cpu_fp_swap(o, x, o->freelist)) {
 			track_free(x, s->object_size);
 			cpu_order();
 			o->freelist = x;
@@ -229,8 +228,8 @@ static NOINLINE void free_bulk_general(struct uslab_cache *named, struct uslab_c
 			void *x = objs[i];
 			if (!x)
 				continue;
-			struct slab *slab = page_obj_slab(x);
-			if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
+			struct slab *slab = slab_of(x);
+			if (unlikely(slab_kind(slab) != SK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
 				if (kfence_owns(x)) {   /* a sampled object (from a single allocation) */
 					kfence_free(x, named, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
 					continue;

@@ -9,15 +9,19 @@
  *   1. the CPU slab's own list: what other threads freed to it (one CAS);
  *   2. the next slab of the CPU partial list becomes the CPU slab;
  *   3. the node partial list: the first slab becomes the CPU slab, more go
- *      onto the CPU partial list, up to half of cpu_partial's objects, all
- *      in one node lock hold;
+ *      onto the CPU partial list, up to half of its bound, all in one node
+ *      lock hold;
  *   4. a new slab.
  * A CPU slab that runs out is unfrozen (full, on no list); the first free
  * to it freezes it again, onto the freeing CPU's partial list (slab.c's
  * free_chain, one CAS and no node lock). When the list would hold more
- * than cpu_partial free objects (counted when slabs join it: the thread's
- * pobjects), the whole list is unfrozen onto the node list first, in one
- * lock hold (unfreeze_partials). cpu_partial 0: no CPU partial lists.
+ * slabs than its bound, the whole list is unfrozen onto the node list
+ * first, in one lock hold (unfreeze_partials). The bound is in slabs, as
+ * the kernel's since 5.16 (cpu_partial_slabs: cpu_partial objects, twice,
+ * over the objects a slab holds), not the 2011 thread's count of free
+ * objects when slabs join (pobjects): a slab frozen by a free into a full
+ * slab brings one free object, so 120 of them could stay with one CPU, 7.5
+ * MiB of 64 KiB slabs. cpu_partial 0: no CPU partial lists.
  *
  * States of a slab this file handles (frozen = FC_FROZEN in the word):
  *
@@ -42,8 +46,8 @@ static inline void set_partial(struct cpu_cache *c, struct slab *slab)
 {
 	__atomic_store_n(&c->partial, slab, __ATOMIC_RELAXED);
 }
-/* Last in, first out, as SLUB's: through slab->next, with the free objects
- * each slab brought counted in c->partial_free. */
+/* Last in, first out, as SLUB's: through slab->next, counted in
+ * c->partial_slabs; slab->pfree keeps the free objects it brought. */
 
 static void push_partial(struct cpu_cache *c, struct slab *slab, unsigned nfree)
 {
@@ -53,7 +57,7 @@ static void push_partial(struct cpu_cache *c, struct slab *slab, unsigned nfree)
 	slab->pfree = (uint16_t)nfree;
 	slab->next = c->partial;
 	set_partial(c, slab);
-	c->partial_free += nfree;
+	c->partial_slabs++;
 }
 
 static struct slab *pop_partial(struct cpu_cache *c)
@@ -62,7 +66,7 @@ static struct slab *pop_partial(struct cpu_cache *c)
 	if (!slab)
 		return NULL;
 	set_partial(c, slab->next);
-	c->partial_free -= slab->pfree;
+	c->partial_slabs--;
 	slab->next = NULL;
 	return slab;
 }
@@ -98,7 +102,7 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c)
 	if (!list)
 		return;
 	set_partial(c, NULL);
-	c->partial_free = 0;
+	c->partial_slabs = 0;
 	slab_node_lock(s, c);
 	while (list) {
 		struct slab *slab = list;
@@ -122,9 +126,18 @@ static void unfreeze_partials(struct uslab_cache *s, struct cpu_cache *c)
 	stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_DRAIN);
 }
 
+/* The CPU partial list's bound in slabs (slub_set_cpu_partial() since
+ * Linux 5.16): cpu_partial objects, twice, over a slab's objects, rounded
+ * up; 0 with cpu_partial 0. */
+static unsigned partial_slabs_max(struct uslab_cache *s)
+{
+	unsigned cp = TUNE(s, cpu_partial), per = MAX(oo_objects(cache_oo(s)), 1U);
+	return (2 * cp + per - 1) / per;
+}
+
 void cpu_slab_put_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, unsigned nfree)
 {
-	if (c->partial && c->partial_free + nfree > TUNE(s, cpu_partial))
+	if (c->partial && c->partial_slabs + 1 > partial_slabs_max(s))
 		unfreeze_partials(s, c);
 	push_partial(c, slab, nfree);
 }
@@ -208,13 +221,13 @@ static unsigned freeze_listed(struct uslab_cache *s, struct cpu_cache *c, struct
 
 /* Refill from the node partial list (get_partial_node): the first slab
  * becomes the CPU slab (its whole list taken), more are frozen onto the CPU
- * partial list up to half of cpu_partial's objects, in one lock hold.
+ * partial list up to half of its bound in slabs, in one lock hold.
  * Returns the CPU slab's free list or NULL. */
 static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
 {
 	struct node *n = &s->node;
 	void *object = NULL;
-	unsigned moved = 0;
+	unsigned moved = 0, max = partial_slabs_max(s);
 	if (!atomic_load_explicit(&n->nr_partial, memory_order_relaxed))
 		return NULL;   /* racy peek, as SLUB's: a miss only means a new slab */
 	slab_node_lock(s, c);
@@ -229,11 +242,10 @@ static void *get_partial_node(struct uslab_cache *s, struct cpu_cache *c)
 			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
 		} else {
 			push_partial(c, slab, nfree);
-			moved += nfree;
+			moved++;
 			stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_NODE);
 		}
-		unsigned cp = TUNE(s, cpu_partial);
-		if (!cp || moved > cp / 2)
+		if (!max || moved > max / 2)
 			break;
 	}
 	slab_node_unlock(s);

@@ -71,7 +71,7 @@ struct cpu_cache {
 	uint32_t slab_span;             /* bytes of object slots in `slab` (0 without) */
 	uint32_t offset;                /* the cache's free-pointer offset (a copy: one line less) */
 	uintptr_t fp_key;               /* the cache's free-pointer key (a copy) */
-	uint64_t divmagic;              /* the cache's boundary multiplier (a copy) */
+	uint32_t divm32;                /* the cache's boundary multiplier in a slot (a copy) */
 	void **objs;                    /* sheaves: main's objects[] */
 	uint32_t n;                     /* sheaves: objects in main; owner writes, others read (relaxed) */
 	uint32_t cap;                   /* sheaves: main's capacity; 0 in other modes, so that the free
@@ -139,10 +139,10 @@ struct cpu_cache {
 	uint64_t seen_ops;              /* slow_ops at the last pass (cache_mutex) */
 	_Atomic bool flush_req;
 	/* classic: the CPU partial list (frozen slabs, via slab->next), and
-	 * the free objects they held when they were put there (the 2011
-	 * thread's pobjects), bounded by cpu_partial. */
+	 * how many slabs it holds (bounded by cpu_partial's objects over a
+	 * slab's, as the kernel's cpu_partial_slabs: classic.c). */
 	struct slab *partial;
-	unsigned partial_free;
+	unsigned partial_slabs;
 	/* Event counters. Only the owning thread writes them, with relaxed
 	 * load+store (no read-modify-write); readers sum them. */
 	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
@@ -180,6 +180,14 @@ static inline void cpu_set_slab(const struct uslab_cache *s, struct cpu_cache *c
 static inline bool cpu_next_ok(const struct cpu_cache *c, const void *next)
 {
 	return !next || (uintptr_t)next - c->slab_base < c->slab_span;
+}
+/* The fast paths' form of it, for x's link: NULL or in x's 64 KiB slot,
+ * one xor and a compare on registers; a link that leaves the slot (a slab
+ * of several slots, SLQB's queue, which spans slabs, or corruption) goes
+ * to cpu_pop_checked(), which checks it as above. */
+static inline bool cpu_next_near(const void *x, const void *next)
+{
+	return likely(((uintptr_t)next ^ (uintptr_t)x) < SLOT_SIZE) || !next;
 }
 /* Add to a counter of the owner's CPU part: load and store, no RMW. */
 static inline void cpu_count(_Atomic uint64_t *ctr, uint64_t n)
@@ -351,7 +359,7 @@ USLAB_HIDDEN unsigned long array_free_objects_locked(struct uslab_cache *s);
 #define KMALLOC_CLASSES_MAX 48   /* kmalloc.h's KMALLOC_NR_CLASSES */
 #define KMALLOC_SIZES_MAX 129    /* kmalloc.h's KMALLOC_SMALL_MAX / 8 + 1 */
 struct cpu_thread {
-	struct slab *slots_block;  /* page block holding the slots array, once it outgrew inline */
+	void *slots_block;         /* page block holding the slots array, once it outgrew inline */
 	/* The thread's CPU parts by cache id (&cpu_empty where none): what
 	 * cpu_get() looks up. cpu_tls mirrors it for the fast paths, except in
 	 * hardened mode, which sends every operation to the slow paths. */
@@ -442,8 +450,9 @@ static inline void cpu_idle(struct cpu_cache *c)
  * Shared by the cache API and the malloc family; each stays on one screen.
  * Dependent loads, allocation: this thread's part (TLS, then an index),
  * its first line, the object (its free pointer). Free: the segment map
- * bit and the page's head index (in parallel), the descriptor, the owner
- * part's first line; the object's line is written.
+ * bit and the slot's record (in parallel: both addresses come from the
+ * pointer alone), the owner part's first line; the object's line is
+ * written.
  */
 #include "kfence.h"
 
@@ -465,14 +474,21 @@ static inline void *kfence_maybe(struct uslab_cache *s, size_t asked, void *call
 
 /* Free pointers through the part's copies of the cache's key and offset
  * (fp_mask() above, without loading the cache). */
-static inline void *cpu_fp_get(const struct cpu_cache *c, void *x)
+static inline void **cpu_fp_where(const struct cpu_cache *c, void *x)
 {
-	void **where = (void **)((char *)x + c->offset);
+	return (void **)((char *)x + c->offset);
+}
+static inline void *cpu_fp_decode(const struct cpu_cache *c, void **where)
+{
 #if USLAB_HARDENED
 	return (void *)((uintptr_t)*where ^ c->fp_key ^ __builtin_bswap64((uintptr_t)where));
 #else
 	return *where;
 #endif
+}
+static inline void *cpu_fp_get(const struct cpu_cache *c, void *x)
+{
+	return cpu_fp_decode(c, cpu_fp_where(c, x));
 }
 /* A free's link into x: next, unless x's word already reads as a link
  * (see FP_NOT_LINK): then nothing is stored and false is returned (the
@@ -499,19 +515,23 @@ static inline void cpu_fp_scrub(const struct cpu_cache *c, void *x)
 	*(void **)((char *)x + c->offset) = NULL;
 }
 
-/* Is off (< 2^32) the offset of one of slab d's objects, by the part's
- * copy of the stride's multiplier? One multiply gives both the remainder
- * test (the low half, Lemire's) and the quotient, the object's index (the
- * high half). */
-static inline bool cpu_offset_ok(const struct cpu_cache *c, const struct slab *d, uintptr_t off)
+/* Is off the offset of one of slab d's objects in its first slot, by the
+ * part's copy of the stride's 32-bit multiplier? One 64-bit multiply gives
+ * both the remainder test (the low half, Lemire's) and the quotient, the
+ * object's index (the high half); both are exact for off < 2^16 and every
+ * stride (checked for all of them to 2^17 and every such off), and a
+ * larger off (a pointer before a colour) gives an index of a slot's worth
+ * or more, which no slab's first slot has. */
+static inline bool cpu_offset_ok(const struct cpu_cache *c, const struct slab *d, uint32_t off)
 {
-	unsigned __int128 m = (unsigned __int128)c->divmagic * off;
-	return (uint64_t)m <= c->divmagic - 1 && (uint64_t)(m >> 64) < d->objects;
+	uint64_t m = (uint64_t)off * c->divm32;
+	return (uint32_t)m < c->divm32 && (uint32_t)(m >> 32) < d->objects;
 }
 
-/* A free pointer popped off `freelist` that is not NULL nor in the part's
- * slab: the SLQB queue's (which spans slabs: checked to be an object of
- * the cache, out of line) or a corrupted list (fatal). Pops x then. */
+/* A free pointer popped off `freelist` that is not NULL nor in x's slot:
+ * one of the part's slab (a slab of several slots), the SLQB queue's
+ * (which spans slabs: checked to be an object of the cache, out of line)
+ * or a corrupted list (fatal). Pops x then. */
 USLAB_HIDDEN void *cpu_pop_checked(struct uslab_cache *s, struct cpu_cache *c, void *x, void *next);
 
 /* A fast allocation of x from c (popped from main if from_objs, else from
@@ -530,12 +550,13 @@ static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_c
 {
 	void *x = c->freelist;
 	if (likely(x != NULL)) {
-		void *next = cpu_fp_get(c, x);
-		if (unlikely(!cpu_next_ok(c, next)))
+		void **where = cpu_fp_where(c, x);
+		void *next = cpu_fp_decode(c, where);
+		if (unlikely(!cpu_next_near(x, next)))
 			return cpu_pop_checked(s, c, x, next);   /* a tail call: no frame here */
 		c->freelist = next;
 		cpu_order();
-		cpu_fp_scrub(c, x);
+		*where = NULL;   /* (cpu_fp_scrub: the address computed once) */
 		if (unlikely(cpu_tick_alloc(&c->alloc_fast)))
 			return cpu_alloc_wrapped(s, c, x, false, asked);
 		track_alloc(x, s->object_size);
@@ -569,23 +590,26 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_
 USLAB_HIDDEN void home_free_local(struct slab *d, void *x);
 
 /* Every free the inline paths do not finish (a full sheaf, a remote free,
- * an SLQB queue push, the transitions of an owned slab, misuse), with x's
- * descriptor d (any kind). `named`: the cache the caller named, or NULL
+ * an SLQB queue push, the transitions of an owned slab, an object in a
+ * later slot of a slab of several, misuse), with the record of x's slot d
+ * (any kind, or &slab_foreign). `named`: the cache the caller named, or NULL
  * (free()). Called last, so that its return address is the API call's
  * (for slub_debug's call sites and KFENCE reports). */
 USLAB_HIDDEN void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x);
 
 /*
  * Free of x into a slab this thread owns (home mode: d->otag matched the
- * thread's tag, so d is a live slab and c its owner, this thread's part):
- * the current slab's objects onto `freelist`, others onto the slab's own
- * list, no lock, no atomic. A slab that becomes empty or was full changes
- * lists: the slow path, as misuse (a boundary, the head of the list).
+ * thread's tag, so d is a live slab and c its owner, this thread's part;
+ * d is x's slot's record, so x is in the slab's first slot and its offset
+ * there is its offset in the slab): the current slab's objects onto
+ * `freelist`, others onto the slab's own list, no lock, no atomic. A slab
+ * that becomes empty or was full changes lists: the slow path, as misuse
+ * (a boundary, the head of the list).
  */
-static inline __attribute__((always_inline)) void home_free_fast(struct slab *d, uintptr_t base, void *x)
+static inline __attribute__((always_inline)) void home_free_fast(struct slab *d, void *x)
 {
 	struct cpu_cache *c = atomic_load_explicit(&d->owner, memory_order_relaxed);
-	if (likely(cpu_offset_ok(c, d, (uintptr_t)x - base))) {
+	if (likely(cpu_offset_ok(c, d, (uintptr_t)x & SLOT_MASK))) {
 		if (d == c->slab) {
 			if (likely(cpu_fp_swap(c, x, c->freelist))) {
 				track_free(x, c->cache->object_size);
@@ -614,19 +638,20 @@ static inline __attribute__((always_inline)) void home_free_fast(struct slab *d,
  * (sheaves: any object of the cache, not marked free already), onto the
  * CPU free list when x is in the CPU slab (classic: a range and boundary
  * check, not the list head); else out of line (remote frees of home and
- * slqb, slqb's queue, full sheaves). d: x's descriptor, kind checked,
- * its cache checked by the caller; base: its first byte; cid: d->cid, which
+ * slqb, slqb's queue, full sheaves). d: the record of x's slot, a live
+ * slab's (SK_SLAB), its cache checked by the caller, so x is in the slab's
+ * first slot; cid: d->cid, which
  * the cache API passes from the cache it was given (checked to be d's):
  * the part's address then does not wait for x's descriptor, so the next
  * allocation's loads of main are not held up behind the stores to it
  * (2026-11-24: the sheaves and slab pair 10.0 -> 5.2 ns).
  */
 static inline __attribute__((always_inline)) void slab_free_fast_desc(struct uslab_cache *named, struct slab *d,
-								   uintptr_t base, void *x, unsigned cid)
+								   void *x, unsigned cid)
 {
 	struct cpu_cache *c = cpu_this_id(cid);
 	uint32_t n = c->n;
-	uintptr_t off = (uintptr_t)x - base - d->colour;   /* (SLAB-format slabs start at their colour) */
+	uintptr_t off = ((uintptr_t)x & SLOT_MASK) - d->colour;   /* (SLAB-format slabs start at their colour) */
 	if (likely(n < c->cap)) {
 		if (likely(cpu_offset_ok(c, d, off)) && likely(cpu_fp_swap(c, x, NULL))) {   /* NULL: the mark */
 			track_free(x, d->cache->object_size);
@@ -648,18 +673,22 @@ static inline __attribute__((always_inline)) void slab_free_fast_desc(struct usl
 	cpu_free_other(named, d, x);
 }
 
-/* uslab_cache_free(): x != NULL. The descriptor's cache must be s's root
- * (else the slow path reports the wrong cache, or takes a KFENCE object). */
+/* uslab_cache_free(): x != NULL. The record's cache must be s's root
+ * (else the slow path reports the wrong cache, or takes a KFENCE object,
+ * or an object in a later slot of a slab of several). */
 static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_cache *s, void *x)
 {
-	uintptr_t base;
-	struct slab *d = page_obj_lookup(x, &base);
-	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag) && likely(d->cache == s->real)) {
-		home_free_fast(d, base, x);
+	if (unlikely(!page_ours(x))) {
+		cpu_free_other(s, &slab_foreign, x);   /* (a KFENCE object, misuse) */
 		return;
 	}
-	if (likely(page_kind(d) == PK_SLAB) && likely(d->cache == s->real)) {
-		slab_free_fast_desc(s, d, base, x, s->real->id);   /* (= d->cid, without waiting for d) */
+	struct slab *d = slab_record(x);
+	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag) && likely(d->cache == s->real)) {
+		home_free_fast(d, x);
+		return;
+	}
+	if (likely(slab_kind(d) == SK_SLAB) && likely(d->cache == s->real)) {
+		slab_free_fast_desc(s, d, x, s->real->id);   /* (= d->cid, without waiting for d) */
 		return;
 	}
 	cpu_free_other(s, d, x);

@@ -93,9 +93,10 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, 
 void *cpu_pop_checked(struct uslab_cache *s, struct cpu_cache *c, void *x, void *next)
 {
 	struct slab *d;
-	if (c->mode == CPU_SLQB && (d = page_obj_slab(next)) != NULL && page_kind(d) == PK_SLAB &&
-	    d->cache == s->real && slab_obj_valid(s->real, d, next)) {
-		c->freelist = next;   /* the SLQB queue spans slabs */
+	if (cpu_next_ok(c, next) ||   /* in the part's slab: one of several slots */
+	    (c->mode == CPU_SLQB && (d = slab_of(next)) != NULL && slab_kind(d) == SK_SLAB && d->cache == s->real &&
+	     slab_obj_valid(s->real, d, next))) {
+		c->freelist = next;   /* (the SLQB queue spans slabs) */
 		cpu_order();
 		cpu_fp_scrub(c, x);
 		cpu_tick(&c->alloc_fast);
@@ -143,7 +144,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 {
 	struct uslab_cache *named = s;   /* the cache the caller named, for reports */
 	s = cache_root(s);
-	if (unlikely(page_kind(slab) != PK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
+	if (unlikely(slab_kind(slab) != SK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
 		if (kfence_owns(x)) {   /* a sampled object: outside every segment */
 			kfence_free(x, named, caller, USLAB_STAT_FREE_SLOWPATH);
 			return;
@@ -180,7 +181,9 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x)
 {
 	void *caller = __builtin_return_address(0);   /* tail-called: the API call's */
-	if (unlikely(page_kind(d) != PK_SLAB)) {   /* the cache API's misuse, or a KFENCE object */
+	if (unlikely(slab_kind(d) == SK_TAIL))   /* a later slot of a slab of several */
+		d -= d->back;
+	if (unlikely(slab_kind(d) != SK_SLAB)) {   /* the cache API's misuse, or a KFENCE object */
 		slab_free_slow(named, d, x, NULL, caller);
 		return;
 	}

@@ -412,10 +412,11 @@ static unsigned route_chain(struct uslab_cache *s, struct cpu_cache *c, void *p)
 				own_splice(s, c, d, head, tail, n);
 			n = 0;
 			base = span = 0;
-			d = page_obj_lookup(p, &base);
+			d = slab_of(p);
+			base = (uintptr_t)slab_address(d);
 			/* checked before it is routed: a routed object may empty its
 			 * slab, whose descriptor another thread may then reuse */
-			if (unlikely(page_kind(d) != PK_SLAB || d->cache != s || !slab_obj_valid(s, d, p)))
+			if (unlikely(slab_kind(d) != SK_SLAB || d->cache != s || !slab_obj_valid(s, d, p)))
 				slab_bad_freelist(s, p, next);   /* an inbox link that leads out of the cache */
 			if (c && atomic_load_explicit(&d->owner, memory_order_relaxed) == c &&
 			    __atomic_load_n(&c->thread, __ATOMIC_RELAXED)) {
@@ -491,7 +492,7 @@ static void queue_flush(struct uslab_cache *s, struct cpu_cache *c, uint64_t nr)
 	while (k < nr && c->freelist) {
 		void *x = c->freelist;
 		c->freelist = get_freepointer(s, x);
-		route(s, c, page_obj_slab(x), x);
+		route(s, c, slab_of(x), x);
 		k++;
 	}
 	c->qadj -= (int64_t)k;
@@ -792,8 +793,8 @@ static void *queue_pop(struct uslab_cache *s, struct cpu_cache *c)
 {
 	void *x = c->freelist;
 	void *next = get_freepointer(s, x);
-	struct slab *nd = next ? page_obj_slab(next) : NULL;
-	if (unlikely(next && (page_kind(nd) != PK_SLAB || nd->cache != s || !slab_obj_valid(s, nd, next))))
+	struct slab *nd = next ? slab_of(next) : NULL;
+	if (unlikely(next && (slab_kind(nd) != SK_SLAB || nd->cache != s || !slab_obj_valid(s, nd, next))))
 		slab_bad_freelist(s, x, next);
 	c->freelist = next;
 	c->qadj--;
@@ -845,7 +846,7 @@ void home_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void 
 {
 	for (size_t i = 0; i < nr; i++) {
 		void *x = objs[i];
-		struct slab *d = page_obj_slab(x);
+		struct slab *d = slab_of(x);
 		fp_check_free(s, d, x);   /* free already, or twice in this batch */
 		if (is_slqb(c))
 			queue_push(s, c, d, x, false);
@@ -900,9 +901,9 @@ size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t n
  * object as a bulk free; the rest by the single free's path). */
 static void bulk_free_one(struct uslab_cache *named, void *x)
 {
-	struct slab *d = page_obj_slab(x);
+	struct slab *d = slab_of(x);
 	struct uslab_cache *s = cache_root(named);
-	if (page_kind(d) != PK_SLAB || d->cache != s || !slab_obj_valid(s, d, x)) {
+	if (slab_kind(d) != SK_SLAB || d->cache != s || !slab_obj_valid(s, d, x)) {
 		if (kfence_owns(x)) {
 			kfence_free(x, named, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
 			return;
@@ -916,7 +917,7 @@ void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t 
 {
 	struct uslab_cache *s = cache_root(named);
 	/* locals: the stores into objects could alias the part's fields */
-	const uint64_t dm = c->divmagic;
+	const uint64_t dm = s->divmagic;   /* (the part's 32-bit copy covers a slot only) */
 	const uintptr_t key = c->fp_key;
 	const unsigned fpoff = c->offset;
 	struct slab *d = NULL;
@@ -939,9 +940,10 @@ void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t 
 				skipped++;
 				continue;
 			}
-			d = page_obj_lookup(x, &base);
-			if (unlikely(page_kind(d) != PK_SLAB) || unlikely(d->cache != s) ||
-			    unlikely(!cpu_offset_ok(c, d, (uintptr_t)x - base))) {
+			d = slab_of(x);
+			base = (uintptr_t)slab_address(d);
+			if (unlikely(slab_kind(d) != SK_SLAB) || unlikely(d->cache != s) ||
+			    unlikely(!slab_obj_valid(s, d, x))) {   /* (any slot of the slab) */
 				bulk_free_one(named, x);   /* reported (an interior pointer, another cache's
 				                            * object ...), or a KFENCE object freed */
 				skipped++;

@@ -407,7 +407,7 @@ void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x)
 	if (unlikely(!c->main)) {
 		sheaf_setup_cpu(s, c, c->sheaf_cap);
 		if (!c->main) {   /* no memory for a sheaf: straight to the slab */
-			slab_free_chain(s, c, page_obj_slab(x), x, x, 1, false);
+			slab_free_chain(s, c, slab_of(x), x, x, 1, false);
 			return;
 		}
 	}
@@ -487,7 +487,7 @@ void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 			size_t k = MIN((size_t)room, nr - i);
 			for (size_t j = 0; j < k; j++) {
 				void *x = objs[i + j];
-				fp_mark_free(s, page_obj_slab(x), x);   /* (x twice in objs[]: the second finds it) */
+				fp_mark_free(s, slab_of(x), x);   /* (x twice in objs[]: the second finds it) */
 				c->objs[n++] = x;
 			}
 			cpu_set_n(c, n);

@@ -284,14 +284,14 @@ static bool slots_grow(struct cpu_thread *t, unsigned id)
 	unsigned order = 0;
 	while (((PAGE_SIZE << order) / sizeof(void *)) <= id)
 		order++;
-	struct slab *blk = page_alloc(order);
+	void *blk = page_alloc(order);
 	if (!blk)
 		return false;
-	struct cpu_cache **slots = page_address(blk);
+	struct cpu_cache **slots = blk;
 	size_t n = (PAGE_SIZE << order) / sizeof(void *);
 	for (size_t i = 0; i < n; i++)
 		slots[i] = i < t->nslots ? t->slots[i] : &cpu_empty;
-	struct slab *old = t->slots_block;
+	void *old = t->slots_block;
 	t->slots = slots;
 	t->slots_block = blk;
 	t->nslots = (unsigned)n;
@@ -412,7 +412,7 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	c->mode = CPU_NR_MODES;
 	c->offset = s->offset;
 	c->fp_key = s->fp_key;
-	c->divmagic = s->divmagic;
+	c->divm32 = s->divm32;
 	__atomic_store_n(&c->thread, t, __ATOMIC_RELAXED);
 	c->cache = s;
 	list_push(&s->cpu_list, c);

@@ -268,7 +268,7 @@ static bool on_freelist(struct uslab_cache *s, struct slab *slab, void *x, bool 
 	for (void *p = fc_freelist(fc, slab); p; p = get_freepointer(s, p)) {
 		if (p == x)
 			return true;
-		if (page_obj_slab(p) != slab || !slab_obj_valid(s, slab, p) || ++n > slab->objects) {
+		if (slab_of(p) != slab || !slab_obj_valid(s, slab, p) || ++n > slab->objects) {
 			object_report(s, slab, x, "Freelist corrupt", NULL, 0);
 			*corrupt = true;
 			return true;
@@ -400,7 +400,7 @@ static bool free_map(struct uslab_cache *s, struct slab *slab, uint64_t *free)
 	char *first = slab_first(s, slab);
 	unsigned n = 0;
 	for (void *p = fc_freelist(fc, slab); p; p = get_freepointer(s, p)) {
-		if (page_obj_slab(p) != slab || !slab_obj_valid(s, slab, p) || ++n > slab->objects)
+		if (slab_of(p) != slab || !slab_obj_valid(s, slab, p) || ++n > slab->objects)
 			return false;
 		size_t i = (size_t)((char *)p - first) / s->size;
 		if (free[i / 64] & (1ULL << (i % 64)))
@@ -490,10 +490,9 @@ void debug_random_seq(struct uslab_cache *s)
 	unsigned order = 0;
 	while ((PAGE_SIZE << order) < n * sizeof(uint16_t))
 		order++;
-	struct slab *blk = page_alloc(order);
-	if (!blk)
+	uint16_t *seq = page_alloc(order);
+	if (!seq)
 		return;   /* then new slabs use the random-stride order */
-	uint16_t *seq = page_address(blk);
 	for (unsigned i = 0; i < n; i++)
 		seq[i] = (uint16_t)i;
 	uint64_t r = os_random();
@@ -511,7 +510,7 @@ void debug_random_seq(struct uslab_cache *s)
 void debug_cache_release(struct uslab_cache *s)
 {
 	if (s->random_seq) {
-		page_free(page_obj_slab(s->random_seq));
+		page_free(s->random_seq);
 		s->random_seq = NULL;
 	}
 }

@@ -6,7 +6,7 @@
  * object slot. Guard pages are always inaccessible (PROT_NONE); a data
  * page is readable and writable while its slot holds a live object and
  * inaccessible while it is free. The mapping is not one of uslab's 4 MiB
- * segments, so page_obj_slab() says &page_foreign for every pool pointer:
+ * segments, so slab_of() says &slab_foreign for every pool pointer:
  * the free fast paths send pool objects to the slow paths, which ask
  * kfence_owns() (one subtraction and a compare) before they would report an
  * invalid free.

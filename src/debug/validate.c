@@ -35,7 +35,7 @@ static long walk_chain(struct vstate *v, struct slab *slab, void *head, unsigned
 {
 	long n = 0;
 	for (void *p = head; p; p = get_freepointer(v->s, p)) {
-		if (page_obj_slab(p) != slab || !slab_obj_valid(v->s, slab, p)) {
+		if (slab_of(p) != slab || !slab_obj_valid(v->s, slab, p)) {
 			problem(v, "free pointer outside the slab or off a slot boundary", p, (unsigned long)n, 0);
 			return -1;
 		}
@@ -82,7 +82,7 @@ long uslab_cache_validate(struct uslab_cache *cache)
 	for (struct slab *slab = n->partial_head; slab; slab = slab->next) {
 		listed++;
 		uint64_t fc = atomic_load_explicit(&slab->fc, memory_order_acquire);
-		if (slab->cache != s || page_kind(slab) != PK_SLAB || !slab->on_node) {
+		if (slab->cache != s || slab_kind(slab) != SK_SLAB || !slab->on_node) {
 			problem(&v, "slab on the partial list is not a listed slab of this cache", slab_base(slab), 0, 0);
 			continue;
 		}

@@ -164,10 +164,55 @@ pthread_mutex_t *kmalloc_fork_lock(void)
 	return &K.lock;
 }
 
+/* ---- M_PERTURB ---------------------------------------------------------------- */
+
+/* Relaxed: mallopt sets them between calls; a call racing with the change
+ * may fill or not, as with glibc's perturb_byte. */
+struct kmalloc_lims kmalloc_lim = { KMALLOC_SMALL_MAX + 1, KMALLOC_MAX_SIZE + 1, SEG_MAP_BITS };
+int kmalloc_perturb;
+
+void kmalloc_set_perturb(int value)
+{
+	bool on = value != 0;
+	__atomic_store_n(&kmalloc_perturb, value, __ATOMIC_RELAXED);
+	__atomic_store_n(&kmalloc_lim.small, on ? 0 : KMALLOC_SMALL_MAX + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&kmalloc_lim.mid, on ? 0 : KMALLOC_MAX_SIZE + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&kmalloc_lim.seg, on ? 0 : SEG_MAP_BITS, __ATOMIC_RELAXED);
+}
+
+void *kmalloc_perturb_alloc(void *p, size_t n)
+{
+	int v = __atomic_load_n(&kmalloc_perturb, __ATOMIC_RELAXED);
+	if (p && v)
+		memset(p, (v ^ 0xff) & 0xff, n);
+	return p;
+}
+
+void kmalloc_perturb_free(void *p)
+{
+	int v = __atomic_load_n(&kmalloc_perturb, __ATOMIC_RELAXED);
+	struct slab *d;
+	struct page *b;
+	size_t n;
+	if (!v || !page_ours(p))
+		return;
+	if (slab_kind(d = slab_of(p)) == SK_SLAB)
+		n = kmalloc_usable(p, "free");   /* (checked as free would) */
+	else if ((b = large_block(p)) != NULL)
+		n = large_usable(b);
+	else
+		return;
+	memset(p, v & 0xff, n);
+}
+
 /* ---- allocation ------------------------------------------------------------ */
+
+static NOINLINE void *kmalloc_filled(size_t size);
 
 void *kmalloc_slow(size_t size)
 {
+	if (unlikely(__atomic_load_n(&kmalloc_perturb, __ATOMIC_RELAXED)))
+		return kmalloc_filled(size);
 	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire))) {
 		if (in_init_here())
 			return boot_alloc(size, 16);
@@ -177,6 +222,23 @@ void *kmalloc_slow(size_t size)
 	if (size <= KMALLOC_MAX_SIZE)
 		return slab_alloc_fast_sized(kmalloc_caches[kmalloc_index(size)], size);
 	return kmalloc_big(size, 0, NULL);
+}
+
+/* M_PERTURB on: kmalloc()'s inline paths send every size here. */
+static NOINLINE void *kmalloc_filled(size_t size)
+{
+	void *p;
+	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire))) {
+		if (in_init_here())
+			return boot_alloc(size, 16);
+		if (!kmalloc_init())
+			return NULL;
+	}
+	if (size <= KMALLOC_MAX_SIZE)
+		p = slab_alloc_fast_sized(kmalloc_caches[kmalloc_index(size)], size);
+	else
+		p = kmalloc_big(size, 0, NULL);
+	return kmalloc_perturb_alloc(p, size);
 }
 
 void *kmalloc_class_slow(size_t size, struct cpu_cache *c)
@@ -244,16 +306,39 @@ void *kmalloc_aligned(size_t size, size_t align)
 
 /* ---- free and size of what is not a slab object ---------------------------- */
 
+/* kfree() for a pointer in one of our segments (M_PERTURB on: kfree()'s
+ * inline path sends every pointer to kfree_other()). */
+static NOINLINE void kfree_ours(void *p)
+{
+	struct slab *d = slab_record(p);
+	if (atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag)
+		home_free_fast(d, p);
+	else if (slab_kind(d) == SK_SLAB)
+		slab_free_fast_desc(NULL, d, p, d->cid);
+	else
+		kfree_other(p, d);
+}
+
 void kfree_other(void *p, struct slab *d)
 {
-	unsigned k = page_kind(d);
-	if (k == PK_LARGE && p == page_address(d)) {
+	if (unlikely(d == &slab_foreign) && unlikely(__atomic_load_n(&kmalloc_perturb, __ATOMIC_RELAXED)) &&
+	    page_ours(p)) {
+		kmalloc_perturb_free(p);
+		kfree_ours(p);
+		return;
+	}
+	if (slab_kind(d) == SK_TAIL) {   /* a later slot of a slab of several: its record's path */
+		cpu_free_other(NULL, d, p);
+		return;
+	}
+	struct page *b = large_block(p);
+	if (b) {
 		int e = errno;
-		large_free(d, p);
+		large_free(b, p);
 		errno = e;
 		return;
 	}
-	if (d == &page_foreign) {
+	if (d == &slab_foreign) {
 		if (kfence_owns(p)) {   /* a sampled object (kfence.c) */
 			kfence_free(p, NULL, __builtin_return_address(0), USLAB_STAT_FREE_SLOWPATH);
 			return;
@@ -269,29 +354,32 @@ void kfree_other(void *p, struct slab *d)
 			report_fatal("double free at %p (huge block)", p);
 		report_fatal("invalid free at %p (not allocated by uslab)", p);
 	}
-	if (page_desc_free(d)) {   /* a block whose pages are free now (a large block, a slab) */
-		if (p == page_address(d))
+	if (slab_kind(d) == SK_SLAB)   /* a live slab's slot, which the inline path did not take */
+		report_fatal("invalid free at %p (not the start of a live block)", p);
+	b = page_block(p);
+	if (page_is_freed(p)) {   /* a block whose pages are free now (a large block, a slab) */
+		if (p == page_address(b))
 			report_fatal("double free at %p (a freed block: its pages are free)", p);
 		report_fatal("free of a freed block at %p (its pages are free: a double free, or a stale pointer)", p);
 	}
-	if (k == PK_LARGE)
-		report_fatal("invalid free at %p (inside the large block at %p)", p, page_address(d));
+	if (b && page_kind(b) == PK_LARGE)
+		report_fatal("invalid free at %p (inside the large block at %p)", p, page_address(b));
 	report_fatal("invalid free at %p (not the start of a live block)", p);
 }
 
 size_t kmalloc_usable(const void *p, const char *what)
 {
-	struct slab *d = page_obj_slab(p);
-	unsigned k = page_kind(d);
-	if (likely(k == PK_SLAB)) {
+	struct slab *d = slab_of(p);
+	if (likely(slab_kind(d) == SK_SLAB)) {
 		struct uslab_cache *s = d->cache;
 		if (likely(slab_obj_valid(s, d, p)))
 			return kmalloc_obj_usable(s, (void *)p);
 		report_fatal("invalid %s at %p (not the start of an object of cache '%s')", what, p, s->name);
 	}
-	if (k == PK_LARGE && p == page_address(d))
-		return large_usable(d);
-	if (d == &page_foreign) {
+	struct page *b = large_block(p);
+	if (b)
+		return large_usable(b);
+	if (d == &slab_foreign) {
 		if (kfence_owns(p))
 			return kfence_usable(p, what);
 		if (kmalloc_is_boot(p))
@@ -303,7 +391,7 @@ size_t kmalloc_usable(const void *p, const char *what)
 			report_fatal("invalid %s at %p (freed huge block)", what, p);
 		report_fatal("invalid %s at %p (not allocated by uslab)", what, p);
 	}
-	if (page_desc_free(d))
+	if (page_is_freed(p))
 		report_fatal("invalid %s at %p (a freed block: its pages are free)", what, p);
 	report_fatal("invalid %s at %p (not the start of a live block)", what, p);
 }

@@ -12,9 +12,10 @@
  *   - huge blocks (large.c): above 2 MiB, their own mappings, found by free
  *     through a registry, kept in a decaying cache when freed.
  *
- * free(p) finds which through page_obj_slab(p): PK_SLAB -> slab free,
- * PK_LARGE -> large free, a pointer outside every segment -> huge registry,
- * anything else -> "uslab: fatal: invalid free".
+ * free(p) finds which through the record of p's slot (slab_lookup): a
+ * slab's -> slab free; a slot with no slab -> the page allocator's head of
+ * p's block (page_block): PK_LARGE -> large free; a pointer outside every
+ * segment -> huge registry; anything else -> "uslab: fatal: invalid free".
  */
 #ifndef USLAB_KMALLOC_H
 #define USLAB_KMALLOC_H
@@ -41,8 +42,31 @@ static inline unsigned kmalloc_index(size_t size)
 	return size <= KMALLOC_SMALL_MAX ? kmalloc_idx_small[(size + 7) >> 3] : kmalloc_idx_big[(size + 127) >> 7];
 }
 
+/* The inline paths' limits: sizes below `small` and `mid` take them, and
+ * pointers in segments below `seg` free through them (page_ours_below).
+ * Normally KMALLOC_SMALL_MAX + 1, KMALLOC_MAX_SIZE + 1 and SEG_MAP_BITS;
+ * all 0 while M_PERTURB is on (kmalloc_set_perturb), so that every call
+ * takes kmalloc_slow() or kfree_other(), which fill the block. So the
+ * perturb check costs the fast paths nothing: they compare with memory
+ * where they would compare with a constant. */
+struct kmalloc_lims {
+	size_t small, mid;
+	uintptr_t seg;
+};
+extern struct kmalloc_lims kmalloc_lim USLAB_HIDDEN;
+/* M_PERTURB's byte (0: off), and setting it (mallopt). */
+extern int kmalloc_perturb USLAB_HIDDEN;
+USLAB_HIDDEN void kmalloc_set_perturb(int value);
+/* M_PERTURB's fills: a new block's n bytes with the byte's complement; a
+ * block about to be freed over its usable size with the byte (slab
+ * objects and large blocks; huge ones are left alone, as glibc leaves its
+ * mmapped chunks). Both return at once while it is off. */
+USLAB_HIDDEN void *kmalloc_perturb_alloc(void *p, size_t n);
+USLAB_HIDDEN void kmalloc_perturb_free(void *p);
+
 /* kmalloc() past its fast path: the class caches not made yet, a part
- * to make or refill, KFENCE, large and huge sizes, impossible sizes. */
+ * to make or refill, KFENCE, large and huge sizes, impossible sizes, and
+ * every size while M_PERTURB is on. */
 USLAB_HIDDEN void *kmalloc_slow(size_t size);
 USLAB_HIDDEN void *kmalloc_class_slow(size_t size, struct cpu_cache *c);
 
@@ -56,19 +80,20 @@ USLAB_HIDDEN void *kmalloc_class_slow(size_t size, struct cpu_cache *c);
 static inline __attribute__((always_inline)) void *kmalloc(size_t size)
 {
 	struct cpu_cache *c;
-	if (likely(size <= KMALLOC_SMALL_MAX))
+	if (likely(size < kmalloc_lim.small))
 		c = cpu_tls.ksize[(size + 7) >> 3];
-	else if (size <= KMALLOC_MAX_SIZE)
+	else if (size < kmalloc_lim.mid)
 		c = cpu_tls.kparts[kmalloc_idx_big[(size + 127) >> 7]];
 	else
 		return kmalloc_slow(size);
 	void *x = c->freelist;
 	if (likely(x != NULL)) {
-		void *next = cpu_fp_get(c, x);
-		if (likely(cpu_next_ok(c, next))) {
+		void **where = cpu_fp_where(c, x);
+		void *next = cpu_fp_decode(c, where);
+		if (likely(cpu_next_near(x, next))) {
 			c->freelist = next;
 			cpu_order();
-			cpu_fp_scrub(c, x);
+			*where = NULL;   /* (cpu_fp_scrub: the address computed once) */
 			if (unlikely(cpu_tick_alloc(&c->alloc_fast)))
 				return cpu_alloc_wrapped(c->cache, c, x, false, size);
 			track_alloc(x, c->cache->object_size);
@@ -96,7 +121,9 @@ static inline size_t kmalloc_obj_usable(struct uslab_cache *s, void *p)
 	return unlikely(s->debug) ? debug_obj_size(s, p) : s->size;
 }
 
-/* free() of anything that is not a slab object (p != NULL). */
+/* free() of anything the inline path does not take (p != NULL, d the
+ * record of its slot): an object in a later slot of a slab of several, a
+ * large, huge, KFENCE or boot block, misuse. */
 USLAB_HIDDEN void kfree_other(void *p, struct slab *d);
 
 /* free(): a slab this thread owns (home), any other live slab, or
@@ -105,14 +132,17 @@ static inline __attribute__((always_inline)) void kfree(void *p)
 {
 	if (unlikely(!p))
 		return;
-	uintptr_t base;
-	struct slab *d = page_obj_lookup(p, &base);
-	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag)) {
-		home_free_fast(d, base, p);
+	if (unlikely(!page_ours_below(p, kmalloc_lim.seg))) {
+		kfree_other(p, &slab_foreign);   /* huge, KFENCE, boot blocks, misuse; M_PERTURB */
 		return;
 	}
-	if (likely(page_kind(d) == PK_SLAB)) {
-		slab_free_fast_desc(NULL, d, base, p, d->cid);
+	struct slab *d = slab_record(p);
+	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag)) {
+		home_free_fast(d, p);
+		return;
+	}
+	if (likely(slab_kind(d) == SK_SLAB)) {
+		slab_free_fast_desc(NULL, d, p, d->cid);
 		return;
 	}
 	kfree_other(p, d);
@@ -147,11 +177,19 @@ USLAB_HIDDEN uint64_t kmalloc_slab_bytes_in_use(void);
  * memory is known to be zero. NULL with ENOMEM. */
 USLAB_HIDDEN void *large_alloc(size_t size, size_t align, bool *zeroed);
 /* Free a PK_LARGE block whose head descriptor is d; p must be its start. */
-USLAB_HIDDEN void large_free(struct slab *d, void *p);
-static inline size_t large_usable(const struct slab *d) { return (size_t)d->objects << PAGE_SHIFT; }
+USLAB_HIDDEN void large_free(struct page *d, void *p);
+static inline size_t large_usable(const struct page *d) { return (size_t)d->npages << PAGE_SHIFT; }
 /* Resize in place: true if the block at p now holds size bytes (shrinking
  * gives the tail back). */
-USLAB_HIDDEN bool large_resize(struct slab *d, void *p, size_t size);
+USLAB_HIDDEN bool large_resize(struct page *d, void *p, size_t size);
+/* The head descriptor of the live large block that starts at p, or NULL. */
+static inline struct page *large_block(const void *p)
+{
+	if (((uintptr_t)p & (PAGE_SIZE - 1)) || !page_ours(p))
+		return NULL;
+	struct page *d = page_desc(p);
+	return page_kind(d) == PK_LARGE ? d : NULL;
+}
 /* Huge blocks: free (false if p is not the start of a live huge block, in
  * which case nothing is done), usable size (0 if not one), resize in place. */
 USLAB_HIDDEN bool huge_free(void *p);

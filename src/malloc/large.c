@@ -4,12 +4,13 @@
  * Large blocks (up to 2 MiB): whole pages from the page allocator. A block
  * of order O is cut to a multiple of 1/8 of 2^O pages and the tail goes back
  * to the page allocator at once, so no block wastes more than 12.5 % (plus
- * the last page). The head descriptor gets kind PK_LARGE, `objects` = pages
+ * the last page). The head descriptor gets kind PK_LARGE, `npages` = pages
  * kept, `order` = the order of its first piece; the kept pages are the
- * binary decomposition of `objects` (pieces of 2^a, 2^b, ... pages in
- * falling order, each aligned to its size), and every piece's head
- * descriptor is marked (PK_BUSY, its order) so that the buddy allocator
- * never merges a free neighbour into it. Freeing gives each piece back.
+ * binary decomposition of `npages` (pieces of 2^a, 2^b, ... pages in
+ * falling order, each aligned to its size), and every later piece's head
+ * descriptor is marked (PK_PIECE, its order) so that the buddy allocator
+ * never merges a free neighbour into it, and so that page_block() walks
+ * past it to the block's head. Freeing gives each piece back.
  * Freed pages stay with the page allocator, which gives them to the OS only
  * after page_purge_delay_ms (so a free/malloc cycle does not fault).
  *
@@ -60,18 +61,18 @@ static unsigned order_of_pages(size_t pages)
 	return o;
 }
 
-/* Mark the pieces of the first `keep` pages of the block at seg->desc[idx]:
- * each piece head gets its order; all but the first are PK_BUSY. */
+/* Mark the pieces of the first `keep` pages of the block at seg->page[idx]:
+ * each piece head gets its order; all but the first are PK_PIECE. */
 static void mark_kept(struct segment *seg, unsigned idx, unsigned keep)
 {
 	unsigned off = 0;
 	for (int b = PAGE_MAX_ORDER; b >= 0; b--) {
 		if (!(keep & (1U << b)))
 			continue;
-		struct slab *p = &seg->desc[idx + off];
+		struct page *p = &seg->page[idx + off];
 		p->order = (uint8_t)b;
 		if (off)
-			page_set_kind(p, PK_BUSY);
+			page_set_kind(p, PK_PIECE);
 		off += 1U << b;
 	}
 }
@@ -81,16 +82,16 @@ static void mark_kept(struct segment *seg, unsigned idx, unsigned keep)
  * with one not yet freed. */
 static void free_pages(struct segment *seg, unsigned from, unsigned to)
 {
-	struct slab *pieces[2 * (PAGE_MAX_ORDER + 1)];
+	void *pieces[2 * (PAGE_MAX_ORDER + 1)];
 	unsigned n = 0;
 	for (unsigned off = from; off < to;) {
 		unsigned b = MIN((unsigned)__builtin_ctz(off), (unsigned)PAGE_MAX_ORDER);
 		while (off + (1U << b) > to)
 			b--;
-		struct slab *p = &seg->desc[off];
+		struct page *p = &seg->page[off];
 		p->order = (uint8_t)b;
 		page_set_kind(p, PK_BUSY);
-		pieces[n++] = p;
+		pieces[n++] = page_address(p);
 		off += 1U << b;
 	}
 	for (unsigned i = 0; i < n; i++)
@@ -111,14 +112,14 @@ static void *block_alloc(size_t size, size_t align)
 	unsigned order = order_of_pages(pages);
 	if (align > PAGE_SIZE)
 		order = MAX(order, order_of_pages(align >> PAGE_SHIFT));
-	struct slab *d = page_alloc(order);
-	if (!d)
+	void *addr = page_alloc(order);
+	if (!addr)
 		return NULL;
+	struct page *d = page_desc(addr);
 	struct segment *seg = page_segment(d);
-	unsigned idx = (unsigned)(d - seg->desc);
+	unsigned idx = (unsigned)(d - seg->page);
 	unsigned keep = keep_pages(pages);
-	d->objects = (uint16_t)keep;
-	d->cache = NULL;
+	d->npages = (uint16_t)keep;
 	mark_kept(seg, idx, keep);
 	page_set_kind(d, PK_LARGE);
 	if (keep < (1U << order))
@@ -128,10 +129,10 @@ static void *block_alloc(size_t size, size_t align)
 	return page_address(d);
 }
 
-void large_free(struct slab *d, void *p)
+void large_free(struct page *d, void *p)
 {
 	struct segment *seg = page_segment(d);
-	unsigned idx = (unsigned)(d - seg->desc), keep = d->objects;
+	unsigned idx = (unsigned)(d - seg->page), keep = d->npages;
 	atomic_fetch_sub_explicit(&large_bytes, (uint64_t)keep << PAGE_SHIFT, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&large_blocks, 1, memory_order_relaxed);
 	if (unlikely(((size_t)keep << PAGE_SHIFT) >= atomic_load_explicit(&release_min, memory_order_relaxed)))
@@ -139,10 +140,10 @@ void large_free(struct slab *d, void *p)
 	free_pages(seg, idx, idx + keep);
 }
 
-bool large_resize(struct slab *d, void *p, size_t size)
+bool large_resize(struct page *d, void *p, size_t size)
 {
 	size_t pages = (size + PAGE_SIZE - 1) >> PAGE_SHIFT;
-	unsigned keep = d->objects;
+	unsigned keep = d->npages;
 	if (pages > keep)
 		return false;
 	/* Shrinking by a quarter or more gives the tail back. */
@@ -150,9 +151,9 @@ bool large_resize(struct slab *d, void *p, size_t size)
 		unsigned nk = keep_pages(pages);
 		if (nk < keep) {
 			struct segment *seg = page_segment(d);
-			unsigned idx = (unsigned)(d - seg->desc);
+			unsigned idx = (unsigned)(d - seg->page);
 			mark_kept(seg, idx, nk);
-			d->objects = (uint16_t)nk;
+			d->npages = (uint16_t)nk;
 			atomic_fetch_sub_explicit(&large_bytes, (uint64_t)(keep - nk) << PAGE_SHIFT,
 						  memory_order_relaxed);
 			int e = errno;

@@ -28,8 +28,8 @@
  *     the byte's complement over the size asked, frees fill the block's
  *     usable bytes with the byte (huge blocks excepted: their mappings are
  *     not touched, as glibc leaves its mmapped chunks). When it is off it
- *     costs one predictable branch on a global here, none in the inline
- *     fast paths.
+ *     costs nothing: the inline paths compare sizes and segments with
+ *     limits that M_PERTURB sets to 0 (kmalloc.h).
  */
 #include "kmalloc.h"
 #include "mallopt.h"
@@ -42,58 +42,20 @@
 
 /* ---- M_PERTURB ------------------------------------------------------------- */
 
-static int perturb;   /* M_PERTURB's value; 0: off (relaxed: read on every call) */
-
+/* kmalloc.c keeps the byte: kmalloc() and kfree() fill while it is on, at
+ * no cost to their inline paths (kmalloc.h, struct kmalloc_lims). */
 static inline int perturb_on(void)
 {
-	return __atomic_load_n(&perturb, __ATOMIC_RELAXED);
-}
-
-static COLD void *perturb_alloc(void *p, size_t n)
-{
-	int v = perturb_on();
-	if (p && v)
-		memset(p, (v ^ 0xff) & 0xff, n);
-	return p;
-}
-
-/* Fill a block about to be freed with the byte, over its usable size: a
- * slab object (checked as free would) or a large block. Huge blocks and
- * anything else are left to kfree. */
-static COLD void perturb_free(void *p)
-{
-	int v = perturb_on();
-	struct slab *d = page_obj_slab(p);
-	size_t n;
-	if (page_kind(d) == PK_SLAB)
-		n = kmalloc_usable(p, "free");
-	else if (page_kind(d) == PK_LARGE && p == page_address(d))
-		n = large_usable(d);
-	else
-		return;
-	memset(p, v & 0xff, n);
+	return __atomic_load_n(&kmalloc_perturb, __ATOMIC_RELAXED);
 }
 
 void *mf_malloc(size_t n)
 {
-	if (unlikely(perturb_on()))
-		return perturb_alloc(kmalloc(n), n);
 	return kmalloc(n);   /* a tail call on every path */
-}
-
-static NOINLINE void perturb_kfree(void *p)
-{
-	if (p)
-		perturb_free(p);
-	kfree(p);
 }
 
 void mf_free(void *p)
 {
-	if (unlikely(perturb_on())) {
-		perturb_kfree(p);
-		return;
-	}
 	kfree(p);   /* its every way out a tail call: no frame here */
 }
 
@@ -132,9 +94,9 @@ void *mf_realloc(void *p, size_t n)
 		return NULL;
 	}
 	size_t old;
-	struct slab *d = page_obj_slab(p);
-	unsigned k = page_kind(d);
-	if (likely(k == PK_SLAB)) {
+	struct slab *d = slab_of(p);
+	struct page *b;
+	if (likely(slab_kind(d) == SK_SLAB)) {
 		struct uslab_cache *s = d->cache;
 		if (unlikely(!slab_obj_valid(s, d, p)))
 			report_fatal("invalid realloc at %p (not the start of an object of cache '%s')", p, s->name);
@@ -144,15 +106,15 @@ void *mf_realloc(void *p, size_t n)
 				debug_set_orig_size(s, p, n);
 			return p;
 		}
-	} else if (k == PK_LARGE && p == page_address(d)) {
-		if (n <= MALLOC_MAX_REQUEST && large_resize(d, p, n))
+	} else if ((b = large_block(p)) != NULL) {
+		if (n <= MALLOC_MAX_REQUEST && large_resize(b, p, n))
 			return p;
-		old = large_usable(d);
-	} else if (d == &page_foreign && kfence_owns(p)) {
+		old = large_usable(b);
+	} else if (d == &slab_foreign && kfence_owns(p)) {
 		old = kfence_usable(p, "realloc");   /* a sampled block: in place as a slab object, */
 		if (n <= old)                        /* moved to grow (new, copy, free through kfence) */
 			return p;
-	} else if (d == &page_foreign && !kmalloc_is_boot(p)) {
+	} else if (d == &slab_foreign && !kmalloc_is_boot(p)) {
 		if (huge_resize(p, n))
 			return p;
 		old = usable_or_die(p);
@@ -168,7 +130,7 @@ void *mf_realloc(void *p, size_t n)
 		return NULL;
 	memcpy(q, p, MIN(old, n));
 	if (unlikely(perturb_on()) && n > old)
-		perturb_alloc((char *)q + old, n - old);   /* as glibc's moved block */
+		kmalloc_perturb_alloc((char *)q + old, n - old);   /* as glibc's moved block */
 	mf_free(p);
 	return q;
 }
@@ -187,7 +149,7 @@ static void *aligned(size_t n, size_t align)
 {
 	void *p = kmalloc_aligned(n, align);
 	if (unlikely(perturb_on()))
-		return perturb_alloc(p, n);
+		return kmalloc_perturb_alloc(p, n);
 	return p;
 }
 
@@ -296,7 +258,7 @@ int mf_mallopt(int param, int value)
 		large_set_release_min((size_t)(long)value);
 		return 1;
 	case M_PERTURB:
-		__atomic_store_n(&perturb, value, __ATOMIC_RELAXED);
+		kmalloc_set_perturb(value);
 		return 1;
 	case M_MXFAST:
 		return (size_t)(long)value <= 80 * sizeof(size_t) / 4;
