@@ -10,7 +10,10 @@
  * thread caches goes back when it exits.
  *
  * test_thread_exit_race: 2 outer threads spawn and join 4 inner threads each,
- * over and over, for a few seconds; with a barrier, half of the inner
+ * over and over, for a few seconds and at least 3 rounds each (a loaded
+ * machine may give an outer thread little of those seconds: the rounds
+ * are waited for, up to CHECK_HANG_S more, not counted on); with a
+ * barrier, half of the inner
  * threads allocate before it and half after. Inner threads free objects
  * allocated by the previous round's threads (exited) and swap objects with
  * the other outer thread's inner threads through a shared slot.
@@ -236,7 +239,7 @@ static void *outer_thread(void *arg)
 	struct outer *o = arg;
 	pthread_barrier_t bar;
 	CHECK(pthread_barrier_init(&bar, NULL, INNER) == 0);
-	while (check_now() < race_deadline) {
+	while ((check_now() < race_deadline || o->rounds < 3) && check_now() < race_deadline + CHECK_HANG_S) {
 		pthread_t t[INNER];
 		struct inner in[INNER];
 		for (int i = 0; i < INNER; i++) {

@@ -5,11 +5,13 @@
  *   stdio        8 threads getline a 50,000-byte line (glibc's getline
  *                calls malloc holding the FILE lock), 1 thread loops on
  *                fflush(NULL) (holding the stdio list lock, waiting for FILE
- *                locks), 4 threads fork, children _exit(17); 3 s (row 39,
+ *                locks), 4 threads fork, children _exit(17); 3 s, and on
+ *                until a fork and a getline have completed (row 39,
  *                glibc's tst-malloc-fork-deadlock).
  *   signal       5 threads send SIGUSR1 to a thread looping over
  *                malloc/realloc/free of up to 70,000 bytes in 1009 slots,
- *                10,000 iterations or 5 s, whichever comes first
+ *                10,000 iterations or 5 s, whichever comes first, but not
+ *                before a signal has landed inside the allocator
  *                (USLAB_TEST_FULL=1: all of them); the handler forks (row
  *                40, with threads). The child finishes the interrupted call
  *                and exits; every 16th allocates, every 256th does all that
@@ -27,7 +29,10 @@
  * Built twice: linked with libuslab-malloc.a (USLAB_LINKED), and plain, to
  * run under LD_PRELOAD=libuslab-malloc.so (it checks that uslab is there).
  * A hang is a failure: an alarm ends the run with a message before the
- * CTest timeout would.
+ * CTest timeout would. Nothing else depends on how fast the machine runs:
+ * the runs that last a set time go on (up to CHECK_HANG_S more) until what
+ * they check has happened at least once, rather than count on a loaded
+ * machine to have scheduled it in time.
  */
 #include "check.h"
 
@@ -270,6 +275,15 @@ static void test_stdio(void)
 	struct timespec ts = { 3, 0 };
 	while (nanosleep(&ts, &ts))
 		;
+	/* and until a fork and a getline have completed: a loaded machine may
+	 * have given the threads little of those 3 s (only a hang fails) */
+	double t0 = check_now();
+	while (!atomic_load(&nforks) || !atomic_load(&nlines)) {
+		CHECKF(check_now() - t0 < CHECK_HANG_S, "%.0f s more: %lu forks, %lu getlines", CHECK_HANG_S,
+		       atomic_load(&nforks), atomic_load(&nlines));
+		struct timespec nap = { 0, 10000000 };
+		nanosleep(&nap, NULL);
+	}
 	atomic_store(&stop, true);
 	pthread_join(fl, NULL);
 	for (int i = 0; i < 8; i++)
@@ -277,7 +291,7 @@ static void test_stdio(void)
 	for (int i = 0; i < 4; i++)
 		pthread_join(fk[i], NULL);
 	unlink(line_file);
-	printf("    3 s: %lu forks, %lu getlines, %lu fflush(NULL)\n", nforks, nlines, nflushes);
+	printf("    %.1f s: %lu forks, %lu getlines, %lu fflush(NULL)\n", 3 + check_now() - t0, nforks, nlines, nflushes);
 	CHECK(nforks > 0 && nlines > 0);
 	print_fork_stats();
 }
@@ -287,7 +301,10 @@ static void test_stdio(void)
 /*
  * 10,000 iterations as glibc's test, or SIGNAL_SECONDS, whichever ends
  * first: every iteration costs a fork or two, about a millisecond each on an
- * idle 2-CPU machine and several on a loaded one.
+ * idle 2-CPU machine and several on a loaded one. Past SIGNAL_SECONDS the
+ * loop goes on (up to CHECK_HANG_S more) until a signal has landed inside
+ * malloc/realloc/free at least once: whether one did in the first seconds
+ * is luck, which a loaded machine makes scarce.
  * USLAB_TEST_FULL=1 in the environment runs all 10,000.
  */
 enum { SLOTS = 1009, MAX_SIZE = 70000, ITERS = 10000, SENDERS = 5, LIGHT_EVERY = 16, FULL_EVERY = 256,
@@ -408,7 +425,8 @@ static pthread_t target;
 /* Start an iteration (the target): false when the loop is over. */
 static bool iteration_begin(unsigned it)
 {
-	if (it == ITERS || (sig_deadline && check_now() > sig_deadline))
+	double now = sig_deadline ? check_now() : 0;
+	if (it == ITERS || (sig_deadline && now > sig_deadline && (sig_in_ops > 0 || now > sig_deadline + CHECK_HANG_S)))
 		ctl->stop = 1;
 	pthread_barrier_wait(&ctl->bar);
 	return !ctl->stop;
@@ -690,7 +708,7 @@ int main(int argc, char **argv)
 	check_init(name);
 	require_uslab();
 	if (!strcmp(mode, "stdio")) {
-		watchdog(40);
+		watchdog(50);   /* 3 s, up to CHECK_HANG_S more, and the joins */
 		RUN(test_stdio);
 	} else if (!strcmp(mode, "signal")) {
 		watchdog(full_run() ? 900 : 100);

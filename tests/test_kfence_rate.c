@@ -12,13 +12,21 @@
  *                  past each object: reported as an out-of-bounds write at
  *                  the free (the canary) (in a child)
  *   slow_program   a thread that allocates about 1000 times a second, on
- *                  its fast paths only: it is sampled within seconds
+ *                  its fast paths only: it is sampled within seconds. The
+ *                  seconds are the policy clock's (os.h), held by the test
+ *                  and moved 1 ms per allocation, so that the verdict does
+ *                  not depend on how fast this machine runs the loop
  *   fork_child     a fork child samples on its own
  *   off            kfence=0 and kfence_ms=0 (a re-exec each): no sample in
  *                  a loop of millions of allocations, no pool mapped
+ *
+ * The loops and the fork child run by real time: a sample is due 100 ms
+ * after the last one, and they wait up to 20 and 10 s for it (only a hang
+ * of sampling fails).
  */
 #include "check.h"
 #include "kfence.h"
+#include "os.h"   /* os_clock_hold(), os_clock_advance() */
 
 #include <time.h>
 
@@ -87,19 +95,24 @@ static void slow_program(void)
 	struct uslab_process_info a, b;
 	pinfo(&a);
 	CHECK_EQ(a.kfence_ms, 100);
-	double t0 = now_s(), t = t0;
+	/* 1000 allocations a second of the clock KFENCE reads: held, and moved
+	 * 1 ms per allocation (a real sleep would make the rate, and so the
+	 * verdict, depend on how this machine schedules us); within 10 s of
+	 * it, a sample (about 0.1 s + 256 allocations: a fast path looks at
+	 * the clock when its count wraps) */
+	os_clock_hold(true);
+	double t0 = now_s();
 	unsigned long n = 0;
-	do {   /* about 1000 allocations a second, one block: fast paths only */
+	do {   /* one block: fast paths only */
 		void *p = uslab_malloc(64);
 		CHECK(p != NULL);
 		uslab_free(p);
 		n++;
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
+		os_clock_advance(1);
 		pinfo(&b);
-		t = now_s();
-	} while (b.kfence_allocs == a.kfence_allocs && t - t0 < 10);
-	printf("    first sample after %lu allocations, %.2f s\n", n, t - t0);
+	} while (b.kfence_allocs == a.kfence_allocs && n < 10000);
+	os_clock_hold(false);
+	printf("    first sample after %lu allocations, %lu ms of the held clock (%.3f s real)\n", n, n, now_s() - t0);
 	CHECK(b.kfence_allocs > a.kfence_allocs);
 	CHECK(b.kfence_pool_bytes > 0);   /* mapped by the first sample */
 }

@@ -385,6 +385,14 @@ static void stress(void)
 		}
 	for (int i = 0; i < SW; i++)
 		CHECK(pthread_join(t[i], NULL) == 0);
+	/* the tuner has changed something (a loaded machine may not have run
+	 * it while the workers did: wait for it rather than count on it) */
+	double t0 = check_now();
+	while (atomic_load(&st.tunes) == 0) {
+		CHECKF(check_now() - t0 < CHECK_HANG_S, "the tuner made no change in %.0f s", CHECK_HANG_S);
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
 	atomic_store(&st.stop, 1);
 	CHECK(pthread_join(tuner, NULL) == 0);
 	for (int i = 0; i < XS; i++) {

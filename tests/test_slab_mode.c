@@ -20,7 +20,10 @@
  *   double_free      in a thread's array (its last frees) and in its slab
  *                    (the index list's bitmap): fatal reports
  *   reap             an array no allocation touched for the reap interval
- *                    gives part of its objects back (REAP)
+ *                    gives part of its objects back (REAP); the interval
+ *                    passes on the policy clock (os.h), held and moved by
+ *                    the test: no sleep, and no verdict that depends on
+ *                    how the machine schedules it
  *   mode_changes     slab <-> other modes with objects of both layouts
  *                    live and freed by threads in either mode
  *   stress           threads allocate, hand objects to each other, free in
@@ -32,6 +35,7 @@
 #include "check.h"
 #include "slab.h"   /* struct uslab_cache: the free pointer's offset (the mark word) */
 #include "kfence.h" /* kfence_owns(): sampling by time is on by default */
+#include "os.h"     /* os_clock_hold(), os_clock_advance() */
 
 #include <stdatomic.h>
 
@@ -442,9 +446,12 @@ static void double_free(void)
 
 static void reap(void)
 {
+	os_clock_hold(true);   /* before the cache's first reap deadline is set */
 	struct uslab_cache *c = mk_slab("slabmode-reap", 128, 0);
-	if (!c)
+	if (!c) {
+		os_clock_hold(false);
 		return;
+	}
 	tset(c, "limit", 100);
 	tset(c, "batchcount", 10);
 	tset(c, "sharedfactor", 0);
@@ -462,10 +469,11 @@ static void reap(void)
 	 * touched by the allocations above (and clears that, as the kernel's
 	 * cache_reap), the second finds it untouched and drains a fifth of
 	 * its limit. Each round frees more than the array holds, so that a
-	 * free takes the slow path, where the owner reaps. */
+	 * free takes the slow path, where the owner reaps. The interval
+	 * (REAP_CPU_MS, 2 s) passes on the held clock: exactly as much time
+	 * as the rounds say, however slowly they run. */
 	for (int round = 0; round < 2; round++) {
-		struct timespec ts = { 2, 150000000 };
-		nanosleep(&ts, NULL);
+		os_clock_advance(2150);
 		for (int k = 0; k < 120 && next < N; k++)
 			uslab_cache_free(c, p[next++]);
 	}
@@ -478,6 +486,7 @@ static void reap(void)
 	free(p);
 	CHECK_EQ(uslab_cache_shrink(c), 0);
 	uslab_cache_destroy(c);
+	os_clock_hold(false);
 }
 
 /* ---- mode changes -------------------------------------------------------------------- */

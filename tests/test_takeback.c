@@ -18,6 +18,12 @@
  * counts as allocated until it runs again), and validation is clean.
  * Every object's pattern is checked whenever its holder wakes and before
  * it is freed. At the end everything is freed: active_objects 0.
+ *
+ * Nothing here depends on how fast the machine runs: the quiet points
+ * wait for the workers and for the taker (condition variables, not flags
+ * a thread may have set before); the random naps only
+ * shuffle the races; the taker's first call is waited for (a loaded
+ * machine may not have run it yet), not assumed.
  */
 #include "check.h"
 #include "cpu.h"
@@ -156,38 +162,52 @@ static void *worker(void *arg)
 
 /* ---- the taker ------------------------------------------------------------------------ */
 
-static _Atomic bool taker_stop, taker_pause;
-static _Atomic bool taker_paused;
+static _Atomic bool taker_stop;
 static _Atomic unsigned long takes;
+/* The taker's pause (tk_lock): main sets taker_pause and waits while
+ * taker_busy; the taker makes a call only with taker_busy set, which it
+ * sets only while no pause is asked. So once taker_hold(true) returns, no
+ * call is under way and none starts until taker_hold(false), however the
+ * two threads are scheduled (a flag the taker sets when it sees the pause
+ * could be a stale one from the last pause). */
+static pthread_mutex_t tk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tk_cv = PTHREAD_COND_INITIALIZER;
+static bool taker_pause, taker_busy;
 
 static void *taker(void *arg)
 {
 	uint64_t seed = 77;
 	while (!atomic_load(&taker_stop)) {
-		if (atomic_load(&taker_pause)) {
-			atomic_store(&taker_paused, true);
-			struct timespec ts = { 0, 200000 };
-			nanosleep(&ts, NULL);
-			continue;
-		}
-		atomic_store(&taker_paused, false);
+		pthread_mutex_lock(&tk_lock);
+		while (taker_pause && !atomic_load(&taker_stop))
+			pthread_cond_wait(&tk_cv, &tk_lock);
+		taker_busy = true;
+		pthread_mutex_unlock(&tk_lock);
 		if (rnd_chance(&seed, 50))
 			uslab_cache_shrink(cache);
 		else
 			uslab_malloc_trim(0);
 		atomic_fetch_add(&takes, 1);
+		pthread_mutex_lock(&tk_lock);
+		taker_busy = false;
+		pthread_cond_broadcast(&tk_cv);
+		pthread_mutex_unlock(&tk_lock);
 		struct timespec ts = { 0, (long)(rnd_next(&seed) % 2000000) };
 		nanosleep(&ts, NULL);
 	}
 	return arg;
 }
 
+/* Pause the taker (on: returns once no call of it is under way) or let it
+ * go on. */
 static void taker_hold(bool on)
 {
-	atomic_store(&taker_pause, on);
-	if (on)
-		while (!atomic_load(&taker_paused))
-			sched_yield();
+	pthread_mutex_lock(&tk_lock);
+	taker_pause = on;
+	pthread_cond_broadcast(&tk_cv);
+	while (on && taker_busy)
+		pthread_cond_wait(&tk_cv, &tk_lock);
+	pthread_mutex_unlock(&tk_lock);
 }
 
 /* ---- main ------------------------------------------------------------------------------- */
@@ -266,6 +286,13 @@ static void test_takeback_races(void)
 	}
 	wait_all_parked();
 	quiet_check(exact, ROUNDS);
+	/* the taker has made a call (a loaded machine may have run it late) */
+	double t0 = check_now();
+	while (atomic_load(&takes) == 0) {
+		CHECKF(check_now() - t0 < CHECK_HANG_S, "the taker made no call in %.0f s", CHECK_HANG_S);
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
 	bg_get_stats(&s1);
 	passes = s1.passes - s0.passes;   /* quiet checks restart the thread: counted per start */
 	release_workers(true);
