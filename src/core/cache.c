@@ -531,7 +531,7 @@ void *uslab_cache_alloc(struct uslab_cache *s)
 
 void *uslab_cache_zalloc(struct uslab_cache *s)
 {
-	void *x = slab_alloc_fast(s);
+	void *x = cpu_alloc_fast_at(s, cpu_this(s), 0, __builtin_return_address(0));   /* (not a tail call) */
 	if (x)
 		memset(x, 0, s->object_size);
 	return x;

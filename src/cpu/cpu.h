@@ -221,6 +221,9 @@ static inline void cpu_set_n(struct cpu_cache *c, uint32_t n)
  * the return address of the API call, for slub_debug's U and T; `asked`:
  * the size a kmalloc caller wants (0: the object size), for debug caches. */
 USLAB_HIDDEN void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked);
+/* The same, tail-called by the inline fast paths: its own return address
+ * is the API call's (so the fast path does not load it). */
+USLAB_HIDDEN void *slab_alloc_slow_tail(struct uslab_cache *s, struct cpu_cache *c, size_t asked);
 USLAB_HIDDEN void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cpu_cache *c,
 				 void *caller);
 /* A slow path is about to use part c of s: count it, acknowledge a
@@ -544,9 +547,11 @@ USLAB_HIDDEN void *cpu_alloc_wrapped(struct uslab_cache *named, struct cpu_cache
 
 /* Pop `freelist` (classic, home, slqb), else main (sheaves): no lock, no
  * atomic read-modify-write. `asked`: the size a kmalloc caller wants, or
- * 0; only debug caches, which never get here, and KFENCE use it. */
-static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_cache *s, struct cpu_cache *c,
-								size_t asked, void *caller)
+ * 0; only debug caches, which never get here, and KFENCE use it. `caller`:
+ * the API call's return address for the slow path, or NULL when every
+ * way out is a tail call (the slow path then finds it itself). */
+static inline __attribute__((always_inline)) void *cpu_alloc_fast_at(struct uslab_cache *s, struct cpu_cache *c,
+								   size_t asked, void *caller)
 {
 	void *x = c->freelist;
 	if (likely(x != NULL)) {
@@ -572,12 +577,20 @@ static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_c
 		track_alloc(x, s->object_size);
 		return x;
 	}
-	return slab_alloc_slow(s, c, caller, asked);
+	if (caller)
+		return slab_alloc_slow(s, c, caller, asked);
+	return slab_alloc_slow_tail(s, c, asked);   /* a tail call: no frame, no return address here */
+}
+
+static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_cache *s, struct cpu_cache *c,
+								size_t asked)
+{
+	return cpu_alloc_fast_at(s, c, asked, NULL);
 }
 
 static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
 {
-	return cpu_alloc_fast(s, cpu_this(s), asked, __builtin_return_address(0));
+	return cpu_alloc_fast(s, cpu_this(s), asked);
 }
 
 static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_cache *s)
@@ -606,9 +619,8 @@ USLAB_HIDDEN void cpu_free_other(struct uslab_cache *named, struct slab *d, void
  * that becomes empty or was full changes lists: the slow path, as misuse
  * (a boundary, the head of the list).
  */
-static inline __attribute__((always_inline)) void home_free_fast(struct slab *d, void *x)
+static inline __attribute__((always_inline)) void home_free_fast_c(struct cpu_cache *c, struct slab *d, void *x)
 {
-	struct cpu_cache *c = atomic_load_explicit(&d->owner, memory_order_relaxed);
 	if (likely(cpu_offset_ok(c, d, (uintptr_t)x & SLOT_MASK))) {
 		if (d == c->slab) {
 			if (likely(cpu_fp_swap(c, x, c->freelist))) {
@@ -631,6 +643,12 @@ static inline __attribute__((always_inline)) void home_free_fast(struct slab *d,
 		}
 	}
 	home_free_local(d, x);
+}
+
+/* The same, the owner part read from d (free(): no cache to start from). */
+static inline __attribute__((always_inline)) void home_free_fast(struct slab *d, void *x)
+{
+	home_free_fast_c(atomic_load_explicit(&d->owner, memory_order_relaxed), d, x);
 }
 
 /*
@@ -684,7 +702,9 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 	}
 	struct slab *d = slab_record(x);
 	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag) && likely(d->cache == s->real)) {
-		home_free_fast(d, x);
+		/* this thread owns d, a slab of s: its part of s is the owner,
+		 * found from s (an alias has its root's id) while d loads */
+		home_free_fast_c(cpu_this(s), d, x);
 		return;
 	}
 	if (likely(slab_kind(d) == SK_SLAB) && likely(d->cache == s->real)) {

@@ -58,6 +58,11 @@ void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c)
 	}
 }
 
+void *slab_alloc_slow_tail(struct uslab_cache *s, struct cpu_cache *c, size_t asked)
+{
+	return slab_alloc_slow(s, c, __builtin_return_address(0), asked);
+}
+
 void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, size_t asked)
 {
 	struct uslab_cache *named = s;   /* KFENCE sizes a sample by the cache asked for */

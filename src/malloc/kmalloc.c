@@ -144,7 +144,7 @@ bool kmalloc_init(void)
 		 * first segment are made now, so that whatever they call re-entrant
 		 * (pthread_setspecific, a hooked mmap) still finds the boot arena. */
 		struct uslab_cache *s = cache_root(K.made[0]);
-		void *x = slab_alloc_fast(s);
+		void *x = cpu_alloc_fast_at(s, cpu_this(s), 0, __builtin_return_address(0));
 		if (x)
 			slab_free_fast(s, x);
 		for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++)
@@ -243,13 +243,13 @@ static NOINLINE void *kmalloc_filled(size_t size)
 
 void *kmalloc_class_slow(size_t size, struct cpu_cache *c)
 {
-	void *caller = __builtin_return_address(0);   /* tail-called: the API call's */
+	/* tail-called, and tail-calling: the slow path's return address is the API call's */
 	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire)))
 		return kmalloc_slow(size);
 	struct uslab_cache *s = kmalloc_caches[kmalloc_index(size)];
 	if (unlikely(c->cache != s))
 		c = cpu_this(s);   /* cpu_empty: its first use; the slow path makes one */
-	return cpu_alloc_fast(s, c, size, caller);
+	return cpu_alloc_fast(s, c, size);
 }
 
 void *kmalloc_big(size_t size, size_t align, bool *zeroed)
