@@ -5,7 +5,7 @@
 # run, the median of --reps runs, runs interleaved (each repetition runs
 # every workload under every allocator, in an order that rotates).
 #
-#   bench/peers.sh [--quick] [--reps N] [--peers "glibc jemalloc tcmalloc mimalloc uslab uslab+OPTS"]
+#   bench/peers.sh [--quick] [--reps N] [--peers "glibc jemalloc tcmalloc mimalloc uslab uslab+OPTS uslab@DIR"]
 #                  [--workloads "uhackbench larson ..."] [--no-install] [--no-chart] [--no-save]
 #                  [--raw FILE]
 #
@@ -113,12 +113,14 @@ LIB[mimalloc]=$LIBDIR/libmimalloc.so.2;           PKG[mimalloc]=libmimalloc2.0
 LIB[uslab]=$BUILD/libuslab-malloc.so
 # uslab+OPTS: uslab with OPTS added to USLAB_OPTIONS (commas become spaces),
 # e.g. uslab+kfence, uslab+decay_ms=3600000,decay_dirty_max=1048576: an A/B
-# of an option in one interleaved run
+# of an option in one interleaved run. uslab@DIR: the libuslab-malloc.so of
+# another build directory (an A/B of two trees in one interleaved run).
 declare -A OPTS
 want=()
 for p in $peers; do
 	case $p in
 	uslab+?*) LIB[$p]=${LIB[uslab]}; OPTS[$p]=$(tr ',' ' ' <<<"${p#uslab+}") ;;
+	uslab@?*) LIB[$p]=${p#uslab@}/libuslab-malloc.so ;;
 	esac
 	if [ -z "${LIB[$p]+x}" ]; then
 		echo "peers.sh: unknown allocator '$p'" >&2

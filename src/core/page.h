@@ -126,8 +126,14 @@ struct slab {
 	uint16_t objects;           /* object slots */
 	_Atomic uint8_t kind;       /* enum slab_kind; release when it becomes SK_SLAB */
 	uint8_t order;              /* the slab's block order (pages), >= SLAB_MIN_ORDER */
-	uint8_t on_node;            /* on the node partial list (1) or empty list (2) (node list_lock) */
-	uint8_t back;               /* SK_TAIL: slots back to the slab's record */
+	union {
+		uint8_t on_node;    /* on the node partial list (1) or empty list (2) (node list_lock) */
+		uint8_t back;       /* SK_TAIL: slots back to the slab's record */
+	};
+	/* Chunks of objects initialized so far (slab.h, "carving"): the rest
+	 * have never been touched. Advanced only by whoever holds the slab
+	 * (frozen, owned, or taken under the node lock). */
+	uint8_t carve;
 	uint16_t pfree;             /* slab on a classic CPU partial list: the free objects it
 	                             * was counted with there; owned slab: objects its owner has
 	                             * out (not on lfree nor its free list), owner only */

@@ -275,14 +275,52 @@ static inline unsigned order_walk_next(const struct order_walk *w, unsigned *k)
 	return idx;
 }
 
+/* Initialize the next objects of slab d (held by the caller), at least
+ * `want` (or what is left) and whole chunks, CARVE_STEP at least: the
+ * constructor, tracking. Returns how many, the first one's index in
+ * *first. */
+static unsigned carve_range(struct uslab_cache *s, struct slab *d, unsigned want, unsigned *first)
+{
+	unsigned per = slab_chunk_objs(d), from = slab_carved(d);
+	unsigned chunks = MAX((want + per - 1) / per, (unsigned)CARVE_STEP);
+	unsigned to_chunk = MIN((unsigned)d->carve + chunks, (unsigned)CARVE_CHUNKS);
+	unsigned to = MIN(to_chunk * per, (unsigned)d->objects);
+	char *base = slab_first(s, d);
+	for (unsigned i = from; s->ctor && i < to; i++)
+		s->ctor(base + (size_t)i * s->size);
+	for (unsigned i = from; USLAB_TRACKED && i < to; i++)
+		track_new(base + (size_t)i * s->size, s->object_size);
+	d->carve = (uint8_t)(to == d->objects ? CARVE_CHUNKS : to_chunk);
+	*first = from;
+	return to - from;
+}
+
+unsigned slab_carve(struct uslab_cache *s, struct slab *d, unsigned want, void **head, void **tail)
+{
+	*head = *tail = NULL;
+	if (!slab_uncarved(d))
+		return 0;
+	unsigned first, n = carve_range(s, d, want, &first);
+	char *base = slab_first(s, d);
+	for (unsigned i = 0; i < n; i++)   /* in address order */
+		set_freepointer(s, base + (size_t)(first + i) * s->size,
+				i + 1 < n ? base + (size_t)(first + i + 1) * s->size : NULL);
+	*head = base + (size_t)first * s->size;
+	*tail = base + (size_t)(first + n - 1) * s->size;
+	return n;
+}
+
 /*
  * A new slab from the page allocator. The first `direct` objects (in the
  * free-list order) are handed out at once: written to direct_objs[], never
  * linked (their words set to `word`: FP_TAKEN for the caller, the
- * double-free mark for a sheaf). The rest go on one free list: the caller's (*chain, for classic
- * part c: frozen, inuse = objects) or the slab's own (chain NULL:
- * unfrozen, inuse = direct). Runs the constructor on every object and sets
- * up debug state.
+ * double-free mark for a sheaf). Some more are carved onto one free list
+ * (all of them in debug caches, caches with a constructor (SLUB's rule:
+ * every object is constructed when its slab is made), tracked builds and
+ * with slab_freelist_random; else a step's worth: "carving", slab.h): the
+ * caller's (*chain, for classic part c: frozen, inuse = objects) or the
+ * slab's own (chain NULL: unfrozen, inuse = direct). Runs the constructor
+ * on every object it carves and sets up debug state.
  */
 static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **chain, void **direct_objs,
 			     unsigned *direct, void *word)
@@ -297,6 +335,7 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 	slab->cid = (uint16_t)s->id;
 	slab->objects = (uint16_t)objects;
 	slab->on_node = 0;
+	slab->carve = 0;
 	slab->next = slab->prev = NULL;
 	slab->lfree = NULL;
 	slab->pfree = 0;
@@ -304,31 +343,47 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 	atomic_store_explicit(&slab->otag, 0, memory_order_relaxed);
 	if (s->debug)
 		debug_init_slab(s, slab);
-	if (s->ctor)
-		for (unsigned i = 0; i < objects; i++)
-			s->ctor(first + (size_t)i * s->size);
-	for (unsigned i = 0; USLAB_TRACKED && i < objects; i++)
-		track_new(first + (size_t)i * s->size, s->object_size);
 	unsigned nd = direct ? MIN(*direct, objects) : 0;
-	struct order_walk w;
-	unsigned k;
-	order_walk_init(s, objects, &w);
-	k = w.start;
-	/* handed out: in reverse, so that a sheaf popping its top hands them
-	 * out in free-list (address) order */
-	for (unsigned i = 0; i < nd; i++) {
-		char *x = first + (size_t)order_walk_next(&w, &k) * s->size;
-		set_freepointer(s, x, word);   /* (a reused page may hold old links) */
-		direct_objs[nd - 1 - i] = x;
-	}
 	char *head = NULL, *prev = NULL;
-	for (unsigned i = nd; i < objects; i++) {
-		char *x = first + (size_t)order_walk_next(&w, &k) * s->size;
-		if (prev)
-			set_freepointer(s, prev, x);
-		else
-			head = x;
-		prev = x;
+	if (s->debug || s->ctor || opt.freelist_random || USLAB_TRACKED) {
+		/* everything now, in the walk's order */
+		unsigned from;
+		carve_range(s, slab, objects, &from);
+		struct order_walk w;
+		unsigned k;
+		order_walk_init(s, objects, &w);
+		k = w.start;
+		/* handed out: in reverse, so that a sheaf popping its top hands
+		 * them out in free-list (address) order */
+		for (unsigned i = 0; i < nd; i++) {
+			char *x = first + (size_t)order_walk_next(&w, &k) * s->size;
+			set_freepointer(s, x, word);   /* (a reused page may hold old links) */
+			direct_objs[nd - 1 - i] = x;
+		}
+		for (unsigned i = nd; i < objects; i++) {
+			char *x = first + (size_t)order_walk_next(&w, &k) * s->size;
+			if (prev)
+				set_freepointer(s, prev, x);
+			else
+				head = x;
+			prev = x;
+		}
+	} else {
+		/* the direct ones and a step more, in address order */
+		unsigned from, n = carve_range(s, slab, nd + 1, &from);
+		for (unsigned i = 0; i < nd; i++) {
+			char *x = first + (size_t)(from + i) * s->size;
+			set_freepointer(s, x, word);
+			direct_objs[nd - 1 - i] = x;
+		}
+		for (unsigned i = nd; i < n; i++) {
+			char *x = first + (size_t)(from + i) * s->size;
+			if (prev)
+				set_freepointer(s, prev, x);
+			else
+				head = x;
+			prev = x;
+		}
 	}
 	if (prev)
 		set_freepointer(s, prev, NULL);
@@ -381,6 +436,7 @@ struct slab *slab_new_array(struct uslab_cache *s, struct cpu_cache *c, unsigned
 	slab->cid = (uint16_t)s->id;
 	slab->objects = (uint16_t)objects;
 	slab->on_node = 0;
+	slab->carve = CARVE_CHUNKS;   /* index lists: nothing is written into a free object */
 	slab->next = slab->prev = NULL;
 	slab->lfree = NULL;
 	slab->pfree = 0;
@@ -437,25 +493,39 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 		fl = fc_freelist(old, slab);
 	while (!slab_cas(slab, &old, fc_make(NULL, slab->objects, true)) &&
 	       (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
-	unsigned avail = slab->objects - fc_inuse(old), k = 0;
+	/* avail: the list's objects and the uncarved ones, ours now */
+	unsigned avail = slab->objects - fc_inuse(old), listed = avail - slab_uncarved(slab), k = 0;
 	void *p = fl;
 	while (p && k < want) {
-		if (unlikely(k >= avail))   /* longer than its count: a loop or a corrupted count */
+		if (unlikely(k >= listed))   /* longer than its count: a loop or a corrupted count */
 			slab_bad_freelist(s, p, get_freepointer(s, p));
 		void *next = take_next(s, slab, p);
 		set_freepointer(s, p, word);   /* its line is ours now: see FP_TAKEN */
 		objs[k++] = p;
 		p = next;
 	}
-	if (unlikely(!p && k != avail))
+	if (unlikely(!p && k != listed))
 		report_fatal("slab %p of cache '%s': free list holds %u objects, counters say %u", slab_base(slab),
-			     s->name, k, avail);
+			     s->name, k, listed);
+	if (!p && k < want && slab_uncarved(slab)) {   /* the list ran out: carve more */
+		void *h, *t;
+		unsigned m = slab_carve(s, slab, want - k, &h, &t);
+		while (h && k < want) {
+			void *next = get_freepointer(s, h);
+			set_freepointer(s, h, word);
+			objs[k++] = h;
+			h = next;
+		}
+		p = h;   /* carved past `want`: the rest goes back on the list */
+		(void)m;
+	}
 	for (unsigned i = 0, j = k; i + 1 < j; i++, j--) {   /* head on top */
 		void *t = objs[i];
 		objs[i] = objs[j - 1];
 		objs[j - 1] = t;
 	}
-	/* Unfreeze with the rest (p..) in front of what was freed meanwhile. */
+	/* Unfreeze with the rest (p..) in front of what was freed meanwhile,
+	 * and the uncarved ones given back. */
 	unsigned left = avail - k;
 	void *tail = NULL, *head;
 	old = atomic_load_explicit(&slab->fc, memory_order_acquire);
@@ -475,7 +545,7 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 			break;
 		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 	}
-	if (head)
+	if (head || slab_uncarved(slab))
 		add_partial_locked(n, slab, false);   /* free objects: the next taker's */
 	/* else full: on no list (a free lists it again, or freezes it) */
 	return k;
@@ -558,7 +628,8 @@ static void free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 		if (unlikely(inuse < cnt || prior == head))
 			slab_bad_free(s, slab, head, "double free");
 		inuse -= cnt;
-		if (freeze && !prior && !frozen) {
+		/* (a slab with uncarved objects is not full: it is listed) */
+		if (freeze && !prior && !frozen && !slab_uncarved(slab)) {
 			set_freepointer(s, tail, NULL);
 			if (slab_cas(slab, &old, fc_make(head, inuse, true))) {
 				if (h->locked) {   /* a drain of the CPU partial list takes it */
@@ -573,7 +644,7 @@ static void free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 			continue;
 		}
 		set_freepointer(s, tail, prior);
-		listing = (!inuse || !prior) && !frozen;
+		listing = (!inuse || (!prior && !slab_uncarved(slab))) && !frozen;
 		if (listing && !h->locked) {
 			slab_node_lock(s, c);
 			h->locked = true;
@@ -588,11 +659,14 @@ static void free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 		return;
 	}
 	/* Partial but not listed: the classic CPU that is deactivating it
-	 * will list it (only the thread that unfreezes a slab lists it). */
-	if (prior && !slab->on_node)
+	 * will list it (only the thread that unfreezes a slab lists it).
+	 * (node lock held: on_node is stable; a slab with uncarved objects
+	 * had free objects before this free, as one with a list did) */
+	bool listed = slab->on_node;
+	if (!listed && (prior || slab_uncarved(slab)))
 		return;
 	if (!inuse && nr_partial(n) >= TUNE(s, min_partial)) {
-		if (prior) {
+		if (listed) {
 			remove_partial_locked(n, slab);
 			stat_inc(s, c, USLAB_STAT_FREE_REMOVE_PARTIAL);
 		}
@@ -600,7 +674,7 @@ static void free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 		h->discard = slab;
 		return;
 	}
-	if (!prior) {
+	if (!listed) {
 		add_partial_locked(n, slab, true);
 		stat_inc(s, c, USLAB_STAT_FREE_ADD_PARTIAL);
 	}

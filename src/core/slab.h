@@ -59,6 +59,48 @@ static inline uint64_t fc_make(const void *freelist, unsigned inuse, bool frozen
 	return off | ((uint64_t)(inuse & FC_INUSE_MASK) << FC_INUSE_SHIFT) | (frozen ? FC_FROZEN : 0);
 }
 
+/* ---- carving: objects are made as they are wanted ---------------------- */
+/*
+ * A new slab (64 KiB or more) is not written whole: its objects are carved
+ * in chunks (1/64 of them each, about 1 KiB of a 64 KiB slab), each
+ * constructed and linked as it is, when whoever holds the slab needs
+ * objects and its lists are empty. So a slab that a thread takes a few
+ * objects from costs the pages of those objects, not 64 KiB, and no page
+ * fault is taken for objects never used (mimalloc extends its pages' free
+ * lists the same way).
+ *
+ * Accounting. Uncarved objects are free but on no list. An unfrozen
+ * slab's word counts in `inuse` the carved objects that are out (its empty
+ * test, inuse 0, holds whatever is uncarved), and an unfrozen slab with
+ * uncarved objects is on the node partial list. Whoever takes a slab
+ * (freezes it, owns it, or takes it under the node lock) holds its
+ * uncarved objects as it holds the word's list (the word says inuse =
+ * objects meanwhile), carves from them, and gives back what it did not
+ * carve when it unfreezes the slab (slab_uncarved(), subtracted from
+ * inuse). Only a holder advances `carve`; others read it under the node
+ * lock, or of a slab nobody can take (full and unlisted).
+ * Debug caches, caches with a constructor (SLUB constructs every object
+ * when its slab is made, and says so), SLAB-format slabs (whose free
+ * objects are on index lists, not linked), tracked builds and
+ * slab_freelist_random (one shuffle of the whole slab) carve everything at
+ * once.
+ */
+#define CARVE_CHUNKS 64   /* slab->carve: chunks carved, CARVE_CHUNKS: all */
+#define CARVE_STEP   4    /* chunks a carve makes at least: a 64 KiB slab's page */
+static inline unsigned slab_chunk_objs(const struct slab *d)
+{
+	return (d->objects + CARVE_CHUNKS - 1U) / CARVE_CHUNKS;
+}
+/* Objects carved so far. */
+static inline unsigned slab_carved(const struct slab *d)
+{
+	return MIN((unsigned)d->carve * slab_chunk_objs(d), (unsigned)d->objects);
+}
+static inline unsigned slab_uncarved(const struct slab *d)
+{
+	return d->objects - slab_carved(d);
+}
+
 /* ---- sheaves ---------------------------------------------------------- */
 /*
  * A sheaf: an array of object pointers. A CPU part's `main` sheaf is where
@@ -458,10 +500,16 @@ USLAB_HIDDEN void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, 
  * lock if the slab changes list. `freeze` as above. */
 USLAB_HIDDEN void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
 				  void *tail, unsigned cnt, bool freeze);
-/* A new slab with all objects on one list: frozen for classic part c (the
- * list in *chain, inuse = objects) or, with chain NULL, unfrozen with the
- * list in the slab (inuse 0). */
+/* A new slab, its first objects carved (the rest wait: "carving" above)
+ * onto one list: frozen for classic part c (the list in *chain, inuse =
+ * objects: c holds the uncarved ones too) or, with chain NULL, unfrozen
+ * with the list in the slab (inuse 0). */
 USLAB_HIDDEN struct slab *slab_new(struct uslab_cache *s, struct cpu_cache *c, void **chain);
+/* Carve up to `want` (>= 1) more objects of slab d, which the caller holds,
+ * CARVE_STEP chunks at least (past `want`: they are the caller's too):
+ * constructed and chained through their free pointers, the last one's link
+ * NULL. Returns how many, the chain in *head and *tail (0: none left). */
+USLAB_HIDDEN unsigned slab_carve(struct uslab_cache *s, struct slab *d, unsigned want, void **head, void **tail);
 USLAB_HIDDEN void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab);
 /* A SLAB-format slab (cpu/array.c): `objects` objects at byte `colour` of
  * a block of 2^order pages, constructed, counted, marked SLAB_TAG_ARRAY,

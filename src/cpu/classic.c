@@ -157,10 +157,12 @@ void cpu_slab_deactivate(struct uslab_cache *s, struct cpu_cache *c, struct slab
 		if (unlikely(++nfree > slab->objects))
 			slab_bad_freelist(s, p, get_freepointer(s, p));
 	}
-	uint64_t new = unfreeze(s, c, slab, freelist, tail, nfree, &prior);
+	/* the uncarved objects were ours too: back to the slab, unlisted
+	 * objects no more (its inuse counts carved objects out) */
+	uint64_t new = unfreeze(s, c, slab, freelist, tail, nfree + slab_uncarved(slab), &prior);
 	if (prior)
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_REMOTE_FREES);
-	if (!fc_freelist(new, slab)) {
+	if (!fc_freelist(new, slab) && !slab_uncarved(slab)) {
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_FULL);
 		return;   /* full: on no list; the first free freezes it again */
 	}
@@ -196,17 +198,23 @@ void cpu_slab_flush(struct uslab_cache *s, struct cpu_cache *c)
 /* ---- allocation -------------------------------------------------------- */
 
 /* Take a frozen slab's list (get_freelist): what other threads freed to
- * it. It stays frozen; NULL if the list is empty (no CAS then). */
+ * it, or, if that is empty, objects carved from its uncarved ones (which
+ * the take makes ours: inuse = objects). It stays frozen; NULL if it has
+ * neither (no CAS then). */
 static void *take_frozen_list(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 {
 	uint64_t old = atomic_load_explicit(&slab->fc, memory_order_acquire);
 	void *fl;
 	do {
 		fl = fc_freelist(old, slab);
-		if (!fl)
+		if (!fl && !slab_uncarved(slab))
 			return NULL;
 	} while (!slab_cas(slab, &old, fc_make(NULL, slab->objects, true)) &&
 		 (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
+	if (!fl) {   /* taken with its uncarved objects (slab.h, "carving"): carve some */
+		void *tail;
+		slab_carve(s, slab, 1, &fl, &tail);
+	}
 	return fl;
 }
 

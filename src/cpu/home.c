@@ -276,7 +276,8 @@ static void set_current(struct uslab_cache *s, struct cpu_cache *c, struct slab 
 }
 
 /* The current slab stops being current: what c->freelist holds becomes its
- * lfree; it goes on the partial or the full list. */
+ * lfree; it goes on the partial or the full list (partial also while it
+ * has uncarved objects: slab.h, "carving"; they are not out). */
 static void demote_current(struct uslab_cache *s, struct cpu_cache *c)
 {
 	struct slab *d = c->slab;
@@ -289,6 +290,7 @@ static void demote_current(struct uslab_cache *s, struct cpu_cache *c)
 			slab_bad_freelist(s, p, get_freepointer(s, p));
 	set_current(s, c, NULL, NULL);
 	d->lfree = fl;
+	n += slab_uncarved(d);
 	d->pfree = (uint16_t)(d->objects - n);
 	if (n) {
 		own_add(&c->own_partial, d);
@@ -552,6 +554,14 @@ static struct slab *acquire_slab(struct uslab_cache *s, struct cpu_cache *c, voi
 	return d;
 }
 
+/* Carve objects of c's current slab d onto c->freelist (empty); false if
+ * d has none uncarved. */
+static bool carve_current(struct uslab_cache *s, struct cpu_cache *c, struct slab *d)
+{
+	void *tail;
+	return slab_carve(s, d, 1, &c->freelist, &tail) != 0;
+}
+
 /* home: make c->freelist non-empty. False: no memory. */
 static bool home_refill(struct uslab_cache *s, struct cpu_cache *c)
 {
@@ -561,6 +571,8 @@ static bool home_refill(struct uslab_cache *s, struct cpu_cache *c)
 		stat_inc(s, c, USLAB_STAT_ALLOC_REFILL);
 		return true;
 	}
+	if (d && carve_current(s, c, d))   /* freed objects first, then new ones */
+		return true;
 	if (claim_inbox(s, c, c) && c->freelist)
 		return true;
 	demote_current(s, c);
@@ -576,6 +588,8 @@ static bool home_refill(struct uslab_cache *s, struct cpu_cache *c)
 		void *fl = d->lfree;
 		d->lfree = NULL;
 		set_current(s, c, d, fl);
+		if (!fl)
+			carve_current(s, c, d);   /* partial by its uncarved objects alone */
 		stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_ALLOC);
 		return true;
 	}
@@ -584,6 +598,8 @@ static bool home_refill(struct uslab_cache *s, struct cpu_cache *c)
 	if (!d)
 		return false;
 	set_current(s, c, d, fl);
+	if (!fl)
+		carve_current(s, c, d);
 	return true;
 }
 
@@ -628,6 +644,10 @@ static void *slqb_alloc(struct uslab_cache *s, struct cpu_cache *c)
 	}
 	if (!d->lfree)
 		merge_stray(s, c, d);
+	if (!d->lfree) {   /* partial by its uncarved objects alone */
+		void *tail;
+		slab_carve(s, d, 1, &d->lfree, &tail);
+	}
 	void *x = d->lfree;
 	void *next = get_freepointer(s, x);
 	if (unlikely(next && !slab_obj_valid(s, d, next)))
@@ -636,7 +656,7 @@ static void *slqb_alloc(struct uslab_cache *s, struct cpu_cache *c)
 	d->pfree++;
 	if (!next) {
 		merge_stray(s, c, d);
-		if (!d->lfree) {
+		if (!d->lfree && !slab_uncarved(d)) {
 			own_del(&c->own_partial, d);
 			own_add(&c->own_full, d);
 		}

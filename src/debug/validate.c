@@ -60,6 +60,8 @@ static void check_slab(struct slab *d, void *arg)
 		problem(v, "slab object count does not fit its pages", slab_base(d), d->objects, max_objs);
 	if (fc_inuse(fc) > d->objects)
 		problem(v, "slab inuse above its object count", slab_base(d), fc_inuse(fc), d->objects);
+	if (d->carve > CARVE_CHUNKS)
+		problem(v, "slab carved past its objects", slab_base(d), d->carve, CARVE_CHUNKS);
 }
 
 long uslab_cache_validate(struct uslab_cache *cache)
@@ -88,11 +90,13 @@ long uslab_cache_validate(struct uslab_cache *cache)
 		}
 		if (fc_frozen(fc))
 			problem(&v, "frozen slab on the node partial list", slab_base(slab), 0, 0);
+		/* free: the listed ones and the uncarved ones (slab.h, "carving") */
 		long len = walk_chain(&v, slab, fc_freelist(fc, slab), slab->objects);
-		if (len >= 0 && (unsigned long)len + fc_inuse(fc) != slab->objects)
-			problem(&v, "free objects + inuse != objects", slab_base(slab), (unsigned long)len,
+		unsigned uncarved = slab_uncarved(slab);
+		if (len >= 0 && (unsigned long)len + uncarved + fc_inuse(fc) != slab->objects)
+			problem(&v, "free objects + inuse != objects", slab_base(slab), (unsigned long)len + uncarved,
 				fc_inuse(fc));
-		if (len == 0)
+		if (len == 0 && !uncarved)
 			problem(&v, "full slab on the partial list", slab_base(slab), 0, 0);
 	}
 	if (listed != atomic_load_explicit(&n->nr_partial, memory_order_relaxed))
