@@ -412,10 +412,15 @@ static void *xt_free(void *p)
 	return NULL;
 }
 
+/* The box is a one-batch mailbox; each side sleeps on the condition
+ * variable while it cannot go on (spinning or yielding would let a loaded
+ * machine, with more runnable threads than CPUs, run a round per time
+ * slice: minutes for the 20,000 rounds). */
 struct pingpong {
 	struct uslab_cache *c;
-	_Atomic(void **) box;      /* a batch handed from producer to consumer */
-	_Atomic int done;
+	pthread_mutex_t lock;      /* protects box */
+	pthread_cond_t cv;         /* box changed */
+	void **box;                /* a batch handed from producer to consumer, or NULL */
 	unsigned rounds;
 };
 
@@ -430,11 +435,13 @@ static void *pp_producer(void *p)
 		batch[0] = (void *)n;
 		for (size_t i = 1; i <= n; i++)
 			fill(batch[i], 64, r + i);
-		void **expect = NULL;
-		while (!atomic_compare_exchange_weak(&pp->box, &expect, batch))
-			expect = NULL;
+		pthread_mutex_lock(&pp->lock);
+		while (pp->box)
+			pthread_cond_wait(&pp->cv, &pp->lock);
+		pp->box = batch;
+		pthread_cond_broadcast(&pp->cv);
+		pthread_mutex_unlock(&pp->lock);
 	}
-	atomic_store(&pp->done, 1);
 	return NULL;
 }
 
@@ -443,9 +450,13 @@ static void *pp_consumer(void *p)
 	struct pingpong *pp = p;
 	unsigned got = 0;
 	while (got < pp->rounds) {
-		void **batch = atomic_exchange(&pp->box, NULL);
-		if (!batch)
-			continue;
+		pthread_mutex_lock(&pp->lock);
+		while (!pp->box)
+			pthread_cond_wait(&pp->cv, &pp->lock);
+		void **batch = pp->box;
+		pp->box = NULL;
+		pthread_cond_broadcast(&pp->cv);
+		pthread_mutex_unlock(&pp->lock);
 		size_t n = (size_t)batch[0];
 		for (size_t i = 1; i <= n; i++)
 			CHECKF(filled(batch[i], 64, got + i), "round %u object %zu corrupt", got, i);
@@ -504,7 +515,8 @@ static void other_threads(void)
 
 	/* 3. producer/consumer threads: bulks of 1..32 allocated on one
 	 * thread and freed in bulk on another while both run. */
-	struct pingpong pp = { .c = c, .rounds = SCALE(20000, 3000) };
+	struct pingpong pp = { .c = c, .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+			       .rounds = SCALE(20000, 3000) };
 	pthread_t prod, cons;
 	CHECK(pthread_create(&cons, NULL, pp_consumer, &pp) == 0);
 	CHECK(pthread_create(&prod, NULL, pp_producer, &pp) == 0);

@@ -7,10 +7,7 @@
  * CPU parts (destroy, thread exit), so it comes first in the lock order:
  * cache_mutex -> node list_lock -> slab CAS -> page lock.
  */
-#include "cpu.h"
-#include "debug.h"
-#include "observe.h"
-#include "bgthread.h"
+#include "slab.h"
 
 #include <errno.h>
 #include <string.h>
@@ -130,9 +127,9 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 	}
 	align = MAX(align, sizeof(void *));
 	size_t stride = ALIGN_UP(size, sizeof(void *));
-	s->debug = s->internal ? 0 : debug_flags_for(s->name, flags);
+	s->debug = s->internal ? 0 : core_hooks.debug_flags_for(s->name, flags);
 	if (s->debug) {
-		stride = debug_layout(s, size, align);
+		stride = core_hooks.debug_layout(s, size, align);
 	} else if (s->ctor || USLAB_TRACKED) {
 		/* The free pointer must not clobber constructed state (or, in a
 		 * tracked build, a poisoned free object): after the object. */
@@ -201,8 +198,7 @@ static void cache_tunables(struct uslab_cache *s)
 	TUNE_SET(s, barn_full_max, opt.barn_full >= 0 ? (unsigned)opt.barn_full : 10U);
 	TUNE_SET(s, barn_empty_max, opt.barn_empty >= 0 ? (unsigned)opt.barn_empty : 10U);
 	/* slab mode: its slabs' layout and enable_cpucache()'s defaults */
-	array_init_cache(s);
-	array_default_tunables(s);
+	core_hooks.array_cache_init(s);
 }
 
 static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(void *))
@@ -213,7 +209,7 @@ static void cache_setup(struct uslab_cache *s, const char *name, void (*ctor)(vo
 	s->real = s;
 	s->fp_key = (uintptr_t)os_random();
 	pthread_mutex_init(&s->node.list_lock, NULL);
-	sheaf_init_cache(s);
+	pthread_mutex_init(&s->node.barn.lock, NULL);
 }
 
 static void internal_cache(struct uslab_cache *s, const char *name, size_t size, size_t align)
@@ -228,14 +224,13 @@ static void internal_cache(struct uslab_cache *s, const char *name, size_t size,
 static void init_once_fn(void)
 {
 	options_init();
-	kfence_init();   /* USLAB_OPTIONS=kfence: the pool and the fault handler */
 	fork_init();
-	export_init();   /* USLAB_OPTIONS=export: the stats file for uslabinfo */
-	bg_init();       /* USLAB_OPTIONS=background_thread: started at the first safe point after init */
+	for (void (*const *f)(void) = core_hooks.init; *f; f++)
+		(*f)();   /* KFENCE, the export, the background thread (glue.c) */
 	internal_cache(&cache_cache, "uslab_cache", sizeof(struct uslab_cache), 0);
 	/* line-aligned: the fast paths' fields share one line */
-	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", sizeof(struct cpu_cache), _Alignof(struct cpu_cache));
-	internal_cache(&cache_thread_cache, "uslab_thread", sizeof(struct cpu_thread), 0);
+	internal_cache(&cache_cpu_cache, "uslab_cpu_cache", core_hooks.part_size, core_hooks.part_align);
+	internal_cache(&cache_thread_cache, "uslab_thread", core_hooks.thread_size, 0);
 	static const char *const sheaf_names[SHEAF_CACHES] = {
 		"uslab_sheaf_128", "uslab_sheaf_256", "uslab_sheaf_512",
 		"uslab_sheaf_1024", "uslab_sheaf_2048", "uslab_sheaf_4096",
@@ -348,7 +343,7 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 	s->refs = 1;
 	cache_tunables(s);
 	options_apply_cache(s);
-	debug_random_seq(s);
+	core_hooks.debug_cache_made(s);
 	s->next = cache_list;
 	if (cache_list)
 		cache_list->prev = s;
@@ -365,16 +360,14 @@ static void cache_put_locked(struct uslab_cache *s, struct uslab_cache *named)
 {
 	if (--s->refs)
 		return;
-	cpu_orphan_all(s);
-	sheaf_flush_barn(s);
-	unsigned long live = slab_count_live(s) + kfence_cache_live(s);   /* sampled objects too */
+	core_hooks.parts_orphan(s);   /* the CPU parts and the barn */
+	unsigned long live = slab_count_live(s) + core_hooks.sampled_live(s);   /* sampled objects too */
 	if (live) {
 		s->refs = 1;   /* left in place, usable, as the kernel does */
 		s->destroyed = false;
 		report_line("cache '%s': destroy with %lu live object%s; cache left in place", named->name, live,
 			    live == 1 ? "" : "s");
-		if (s->debug & DBG_U)
-			debug_report_live(s);
+		core_hooks.debug_report_live(s);   /* (with slub_debug U: where they came from) */
 		return;
 	}
 	if (s->prev)
@@ -384,9 +377,9 @@ static void cache_put_locked(struct uslab_cache *s, struct uslab_cache *named)
 	if (s->next)
 		s->next->prev = s->prev;
 	id_put_locked(s->id);
-	cpu_free_dead(s);
+	core_hooks.parts_release(s);
 	slab_shrink_node(s);
-	debug_cache_release(s);
+	core_hooks.debug_cache_gone(s);
 	pthread_mutex_destroy(&s->node.list_lock);
 	pthread_mutex_destroy(&s->node.barn.lock);
 	slab_free_nocpu(&cache_cache, s);
@@ -416,7 +409,7 @@ void uslab_cache_destroy(struct uslab_cache *s)
 int uslab_cache_shrink(struct uslab_cache *s)
 {
 	s = cache_root(s);
-	mem_take_back(s, true);   /* ours, the barn, empty slabs, others' spares */
+	core_hooks.take_back(s, true);   /* ours, the barn, empty slabs, others' spares */
 	page_release_all();
 	return atomic_load_explicit(&s->node.nr_slabs, memory_order_relaxed) != 0;
 }
@@ -455,7 +448,7 @@ int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v)
 		if (v < s->min_order || v > PAGE_MAX_ORDER)
 			return -1;
 		set_order(s, (unsigned)v);
-		array_set_order(s, (unsigned)v);   /* slab mode's new slabs too */
+		core_hooks.array_set_order(s, (unsigned)v);   /* slab mode's new slabs too */
 		return 0;
 	}
 	if (!strcmp(name, "sheaf_capacity") && v && s->debug)
@@ -506,7 +499,7 @@ int uslab_cache_tune_get(struct uslab_cache *s, const char *name, unsigned long 
 	if (!strcmp(name, "order")) {
 		unsigned o = oo_order(cache_oo(s)), objs;
 		if (cache_cpu_mode(s) == CPU_SLAB)
-			array_slab_shape(s, &o, &objs);   /* what new slabs get in slab mode */
+			core_hooks.array_slab_shape(s, &o, &objs);   /* what new slabs get in slab mode */
 		*value = o;
 		return 0;
 	}
@@ -522,24 +515,3 @@ inval:
 	return -1;
 }
 
-/* ---- fast paths (slab_alloc_fast/slab_free_fast in slab.h) ------------- */
-
-void *uslab_cache_alloc(struct uslab_cache *s)
-{
-	return slab_alloc_fast(s);
-}
-
-void *uslab_cache_zalloc(struct uslab_cache *s)
-{
-	void *x = cpu_alloc_fast_at(s, cpu_this(s), 0, __builtin_return_address(0));   /* (not a tail call) */
-	if (x)
-		memset(x, 0, s->object_size);
-	return x;
-}
-
-void uslab_cache_free(struct uslab_cache *s, void *x)
-{
-	if (unlikely(!x))
-		return;
-	slab_free_fast(s, x);
-}

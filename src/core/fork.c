@@ -10,11 +10,11 @@
  * The locks, in the order the handler sweeps them (each says what it
  * protects at the top of the file that owns it):
  *
- *   kmalloc init lock (kmalloc.c)     creating the size classes
+ *   kmalloc init lock (kmalloc.c)     creating the size classes (core_hooks.fork_lock_first)
  *   cache_mutex (cache.c)             the cache list, ids, CPU-part lists
  *   per cache, cache_locks() below    its node list lock, its barn lock
  *   grow_lock, page lock (page.c)     mapping segments; free page blocks
- *   huge lock (large.c)               the huge-block registry and range cache
+ *   huge lock (large.c)               the huge-block registry and range cache (core_hooks.fork_lock_last)
  *
  * Order with libc. glibc's fork runs the prepare handlers, then takes the
  * stdio list lock (_IO_list_lock), then the locks of its own malloc. Its
@@ -98,7 +98,7 @@
  * a fork from a signal handler.
  */
 #define _GNU_SOURCE 1
-#include "kmalloc.h"
+#include "slab.h"
 #include "fork.h"
 
 #include <errno.h>
@@ -234,7 +234,7 @@ static bool walk_inner(lock_fn fn)
 	for (unsigned i = 0; i < n; i++)
 		if (!fn(pl[i]))
 			return false;
-	return fn(large_fork_lock());
+	return fn(core_hooks.fork_lock_last());
 }
 
 static bool is_mine(pthread_mutex_t *m)
@@ -288,20 +288,19 @@ static void pause_ns(long ns)
 static void scan_frame(void)
 {
 	nsuspects = 0;
-	scan_one(kmalloc_fork_lock());
+	scan_one(core_hooks.fork_lock_first());
 	scan_one(&cache_mutex);
-	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++) {
-		struct uslab_cache *s = __atomic_load_n(&kmalloc_caches[i], __ATOMIC_RELAXED);
+	struct uslab_cache *s;
+	for (unsigned i = 0; core_hooks.fork_known_cache(i, &s); i++)   /* the kmalloc classes */
 		if (s)
 			walk_cache(s, scan_one);
-	}
 	for (unsigned i = 0; i < sizeof internal_caches / sizeof internal_caches[0]; i++)
 		walk_cache(internal_caches[i], scan_one);
 	pthread_mutex_t *pl[2];
 	unsigned n = page_fork_locks(pl);
 	for (unsigned i = 0; i < n; i++)
 		scan_one(pl[i]);
-	scan_one(large_fork_lock());
+	scan_one(core_hooks.fork_lock_last());
 	uint64_t start = os_real_ms();
 	while (nsuspects) {
 		for (unsigned i = 0; i < nsuspects;) {
@@ -347,7 +346,7 @@ static bool try_one(pthread_mutex_t *m)
  * set at the first that is busy. */
 static bool sweep(void)
 {
-	return try_one(kmalloc_fork_lock()) && try_one(&cache_mutex) && walk_inner(try_one);
+	return try_one(core_hooks.fork_lock_first()) && try_one(&cache_mutex) && walk_inner(try_one);
 }
 
 /* Is m held by the handler? Its owner is this thread and it is not the
@@ -378,7 +377,7 @@ static bool give_back(pthread_mutex_t *m)
 static void release(pthread_mutex_t *stop)
 {
 	release_stop = stop;
-	if (give_back(kmalloc_fork_lock()) && stop != &cache_mutex) {
+	if (give_back(core_hooks.fork_lock_first()) && stop != &cache_mutex) {
 		walk_inner(give_back);
 		if (handler_holds(&cache_mutex))
 			pthread_mutex_unlock(&cache_mutex);
@@ -506,7 +505,7 @@ static void fork_child(void)
 	}
 	release(NULL);
 	F.active = false;
-	cpu_fork_child();   /* the vanished threads' CPU parts: settled at the next slow path */
+	core_hooks.fork_child();   /* the vanished threads' CPU parts: settled at the next slow path */
 }
 
 void fork_init(void)

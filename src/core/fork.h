@@ -14,9 +14,12 @@
 /* page.c: its locks in the order it takes them (grow_lock, then the page
  * lock); returns how many were stored (at most 2). */
 USLAB_HIDDEN unsigned page_fork_locks(pthread_mutex_t **out);
-/* kmalloc.c: the lock that serializes creating the size classes. */
+/* kmalloc.c: the lock that serializes creating the size classes, and the
+ * classes by index (core_hooks.fork_lock_first, fork_known_cache). */
 USLAB_HIDDEN pthread_mutex_t *kmalloc_fork_lock(void);
-/* large.c: the lock of the huge-block registry and range cache. */
+USLAB_HIDDEN bool kmalloc_fork_cache(unsigned i, struct uslab_cache **s);
+/* large.c: the lock of the huge-block registry and range cache
+ * (core_hooks.fork_lock_last). */
 USLAB_HIDDEN pthread_mutex_t *large_fork_lock(void);
 
 /* What the fork handlers did, since the start (tests print these). */

@@ -47,8 +47,7 @@
  * free pointers written into objects before it; the acquiring CAS that
  * takes the list makes those writes visible to the taker.
  */
-#include "cpu.h"
-#include "debug.h"
+#include "slab.h"
 
 #include <errno.h>
 #include <string.h>
@@ -72,7 +71,7 @@ bool slab_cas(struct slab *slab, uint64_t *old, uint64_t new)
 void slab_node_lock(struct uslab_cache *s, struct cpu_cache *c)
 {
 	pthread_mutex_lock(&s->node.list_lock);
-	stat_inc(s, c, USLAB_STAT_NODE_LOCK);
+	core_stat_inc(s, c, USLAB_STAT_NODE_LOCK);
 }
 
 void slab_node_unlock(struct uslab_cache *s)
@@ -222,7 +221,7 @@ static struct slab *alloc_slab_pages(struct uslab_cache *s, struct cpu_cache *c,
 		addr = page_alloc(order);
 		*objects = s->min_objects;
 		if (addr)
-			stat_inc(s, c, USLAB_STAT_ORDER_FALLBACK);
+			core_stat_inc(s, c, USLAB_STAT_ORDER_FALLBACK);
 	}
 	return addr ? claim_records(addr, order) : NULL;
 }
@@ -342,7 +341,7 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 	atomic_store_explicit(&slab->owner, NULL, memory_order_relaxed);
 	atomic_store_explicit(&slab->otag, 0, memory_order_relaxed);
 	if (s->debug)
-		debug_init_slab(s, slab);
+		core_hooks.debug_init_slab(s, slab);
 	unsigned nd = direct ? MIN(*direct, objects) : 0;
 	char *head = NULL, *prev = NULL;
 	if (s->debug || s->ctor || opt.freelist_random || USLAB_TRACKED) {
@@ -397,7 +396,7 @@ static struct slab *new_slab(struct uslab_cache *s, struct cpu_cache *c, void **
 	}
 	atomic_fetch_add_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->node.total_objects, objects, memory_order_relaxed);
-	stat_inc(s, c, USLAB_STAT_ALLOC_SLAB);
+	core_stat_inc(s, c, USLAB_STAT_ALLOC_SLAB);
 	/* kind last: from here on, lookups of these pages find a slab */
 	atomic_store_explicit(&slab->kind, SK_SLAB, memory_order_release);
 	return slab;
@@ -412,7 +411,7 @@ void slab_discard(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab)
 {
 	atomic_fetch_sub_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&s->node.total_objects, slab->objects, memory_order_relaxed);
-	stat_inc(s, c, USLAB_STAT_FREE_SLAB);
+	core_stat_inc(s, c, USLAB_STAT_FREE_SLAB);
 	if (slab_is_array(slab)) {   /* the block's next use starts unmarked */
 		atomic_fetch_sub_explicit(&s->array.nr_slabs, 1, memory_order_relaxed);
 		slab->colour = 0;
@@ -451,7 +450,7 @@ struct slab *slab_new_array(struct uslab_cache *s, struct cpu_cache *c, unsigned
 	atomic_fetch_add_explicit(&s->node.nr_slabs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->node.total_objects, objects, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->array.nr_slabs, 1, memory_order_relaxed);
-	stat_inc(s, c, USLAB_STAT_ALLOC_SLAB);
+	core_stat_inc(s, c, USLAB_STAT_ALLOC_SLAB);
 	return slab;
 }
 
@@ -492,7 +491,7 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 	do
 		fl = fc_freelist(old, slab);
 	while (!slab_cas(slab, &old, fc_make(NULL, slab->objects, true)) &&
-	       (stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
+	       (core_stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL), 1));
 	/* avail: the list's objects and the uncarved ones, ours now */
 	unsigned avail = slab->objects - fc_inuse(old), listed = avail - slab_uncarved(slab), k = 0;
 	void *p = fl;
@@ -543,7 +542,7 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 				     s->name, fc_inuse(old), left);
 		if (slab_cas(slab, &old, fc_make(head, fc_inuse(old) - left, false)))
 			break;
-		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+		core_stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 	}
 	if (head || slab_uncarved(slab))
 		add_partial_locked(n, slab, false);   /* free objects: the next taker's */
@@ -561,7 +560,7 @@ unsigned slab_take_objects(struct uslab_cache *s, struct cpu_cache *c, void **ob
 		struct slab *slab;
 		while (got < want && (slab = n->partial_head) != NULL) {
 			got += take_listed(s, c, slab, objs + got, want - got, word);
-			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
+			core_stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
 		}
 		slab_node_unlock(s);
 	}
@@ -636,11 +635,11 @@ static void free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 					slab_node_unlock(s);
 					h->locked = false;
 				}
-				cpu_slab_put_partial(s, c, slab, cnt);
-				stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_FREE);
+				core_hooks.part_freeze(s, c, slab, cnt);
+				core_stat_inc(s, c, USLAB_STAT_CPU_PARTIAL_FREE);
 				return;
 			}
-			stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+			core_stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 			continue;
 		}
 		set_freepointer(s, tail, prior);
@@ -651,11 +650,11 @@ static void free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 		}
 		if (slab_cas(slab, &old, fc_make(head, inuse, frozen)))
 			break;
-		stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
+		core_stat_inc(s, c, USLAB_STAT_CMPXCHG_DOUBLE_FAIL);
 	}
 	if (!listing) {
 		if (frozen)
-			stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
+			core_stat_inc(s, c, USLAB_STAT_FREE_FROZEN);
 		return;
 	}
 	/* Partial but not listed: the classic CPU that is deactivating it
@@ -668,7 +667,7 @@ static void free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 	if (!inuse && nr_partial(n) >= TUNE(s, min_partial)) {
 		if (listed) {
 			remove_partial_locked(n, slab);
-			stat_inc(s, c, USLAB_STAT_FREE_REMOVE_PARTIAL);
+			core_stat_inc(s, c, USLAB_STAT_FREE_REMOVE_PARTIAL);
 		}
 		slab->next = h->discard;
 		h->discard = slab;
@@ -676,7 +675,7 @@ static void free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *
 	}
 	if (!listed) {
 		add_partial_locked(n, slab, true);
-		stat_inc(s, c, USLAB_STAT_FREE_ADD_PARTIAL);
+		core_stat_inc(s, c, USLAB_STAT_FREE_ADD_PARTIAL);
 	}
 }
 
@@ -684,7 +683,7 @@ void slab_free_chain(struct uslab_cache *s, struct cpu_cache *c, struct slab *sl
 		     unsigned cnt, bool freeze)
 {
 	if (unlikely(slab_is_array(slab))) {   /* its index list: array.c */
-		array_free_chain(s, c, slab, head, cnt);
+		core_hooks.array_free_chain(s, c, slab, head, cnt);
 		return;
 	}
 	struct lockhold h = { 0 };
@@ -747,7 +746,7 @@ void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *
 			while (j < n && slab_is_array(slab_of(objs[j])))
 				j++;
 			hold_release(s, c, &h);   /* (it takes the node lock itself) */
-			array_free_objs(s, c, objs + i, j - i, from_cpu);
+			core_hooks.array_free_objs(s, c, objs + i, j - i, from_cpu);
 			i = j;
 			continue;
 		}
@@ -780,7 +779,7 @@ void *slab_debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item
 			slab_node_unlock(s);   /* not held across the page allocator */
 			slab = slab_new(s, NULL, NULL);
 			if (!slab) {
-				stat_inc(s, NULL, USLAB_STAT_ALLOC_FAILED);
+				core_stat_inc(s, NULL, USLAB_STAT_ALLOC_FAILED);
 				errno = ENOMEM;
 				return NULL;
 			}
@@ -797,13 +796,13 @@ void *slab_debug_alloc(struct uslab_cache *s, void *caller, enum uslab_stat_item
 		if (!next)
 			remove_partial_locked(n, slab);   /* full: on no list */
 		track_alloc(x, s->object_size);   /* it is being handed out: the checks read it */
-		const char *bug = debug_alloc_hook(s, slab, x, asked, caller);
+		const char *bug = core_hooks.debug_alloc(s, slab, x, asked, caller);
 		slab_node_unlock(s);
-		stat_inc(s, NULL, counted_as);   /* a bad object stays allocated (leaked), counted */
+		core_stat_inc(s, NULL, counted_as);   /* a bad object stays allocated (leaked), counted */
 		slab_hand_out(s, x);
 		if (!bug)
 			return x;
-		debug_report_done(s, x, bug);
+		core_hooks.debug_report_done(s, x, bug);
 	}
 }
 
@@ -812,12 +811,12 @@ void slab_debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *ca
 {
 	struct node *n = &s->node;
 	slab_node_lock(s, NULL);
-	const char *bug = debug_free_hook(s, slab, x, caller);
+	const char *bug = core_hooks.debug_free(s, slab, x, caller);
 	if (bug) {
 		/* report_continue: the object is left as it is (leaked, still
 		 * counted as allocated); a second free of it changes nothing */
 		slab_node_unlock(s);
-		debug_report_done(s, x, bug);
+		core_hooks.debug_report_done(s, x, bug);
 		return;
 	}
 	uint64_t fc = atomic_load_explicit(&slab->fc, memory_order_acquire);
@@ -834,7 +833,7 @@ void slab_debug_free(struct uslab_cache *s, struct slab *slab, void *x, void *ca
 		remove_partial_locked(n, slab);
 	track_free(x, s->object_size);
 	slab_node_unlock(s);
-	stat_inc(s, NULL, counted_as);
+	core_stat_inc(s, NULL, counted_as);
 	if (discard)
 		slab_discard(s, NULL, slab);
 }
@@ -848,18 +847,18 @@ void *slab_alloc_nocpu(struct uslab_cache *s)
 	if (s->debug)
 		return slab_debug_alloc(s, NULL, USLAB_STAT_ALLOC_SLOWPATH, 0);
 	if (cache_cpu_mode(s) == CPU_SLAB) {   /* from its own slab lists (counted there) */
-		x = array_alloc_nocpu(s);
+		x = core_hooks.array_alloc_nocpu(s);
 		if (!x)
 			return NULL;
 		track_alloc(x, s->object_size);
 		return slab_hand_out(s, x);
 	}
 	if (!slab_take_objects(s, NULL, &x, 1, false)) {
-		stat_inc(s, NULL, USLAB_STAT_ALLOC_FAILED);
+		core_stat_inc(s, NULL, USLAB_STAT_ALLOC_FAILED);
 		errno = ENOMEM;
 		return NULL;
 	}
-	stat_inc(s, NULL, USLAB_STAT_ALLOC_SLOWPATH);
+	core_stat_inc(s, NULL, USLAB_STAT_ALLOC_SLOWPATH);
 	track_alloc(x, s->object_size);
 	return slab_hand_out(s, x);
 }
@@ -878,7 +877,7 @@ void slab_free_nocpu(struct uslab_cache *s, void *x)
 	fp_check_free(s, slab, x);
 	track_free(x, s->object_size);
 	slab_free_chain(s, NULL, slab, x, x, 1, false);
-	stat_inc(s, NULL, USLAB_STAT_FREE_SLOWPATH);
+	core_stat_inc(s, NULL, USLAB_STAT_FREE_SLOWPATH);
 }
 
 /* ---- empty slabs kept for reuse ------------------------------------------ */
@@ -1011,7 +1010,7 @@ unsigned long slab_shrink_node(struct uslab_cache *s)
 		slab_discard(s, NULL, slab);
 		freed++;
 	}
-	return freed + array_shrink(s);
+	return freed + core_hooks.array_shrink(s);
 }
 
 unsigned long slab_count_live(struct uslab_cache *s)
@@ -1025,7 +1024,7 @@ unsigned long slab_count_live(struct uslab_cache *s)
 		unsigned inuse = fc_inuse(atomic_load_explicit(&slab->fc, memory_order_acquire));
 		live -= slab->objects - inuse;
 	}
-	live -= (long)array_free_objects_locked(s);   /* SLAB-format slabs' free objects */
+	live -= (long)core_hooks.array_free_objects_locked(s);   /* SLAB-format slabs' free objects */
 	slab_node_unlock(s);
 	return live > 0 ? (unsigned long)live : 0;
 }

@@ -547,6 +547,98 @@ extern void (*_Atomic slab_slow_hook)(void) USLAB_HIDDEN;
  * with no lock held (export.c: refresh the snapshot's list of caches). */
 extern void (*_Atomic cache_list_hook)(void) USLAB_HIDDEN;
 
+/* ---- what the core needs from the layers above ----------------------------- */
+/*
+ * The core calls down only: the OS seam, the page allocator, and track.h
+ * (the sanitizer hooks). What it needs from above (the per-CPU layer's
+ * counters and what each mode adds to slabs and caches, slub_debug,
+ * KFENCE, the export and the background thread, the malloc family's fork
+ * locks) it reaches through this table, which src/glue.c fills: the one
+ * file that names every layer. Wired at link time rather than registered
+ * at start, because the allocator is called before constructors run
+ * (malloc from the dynamic linker, a preloaded library's init): nothing
+ * may depend on the order in which layers start. Every pointer is set.
+ */
+struct core_hooks {
+	/* start-up, in order, once (cache_init): KFENCE, the export, the
+	 * background thread; NULL-terminated */
+	void (*const *init)(void);
+
+	/* The per-CPU layer (cpu/). */
+	/* where a CPU part keeps its counters (offsetof(struct cpu_cache, stat)):
+	 * the core counts its events on the part that called it */
+	size_t part_stats;
+	/* the sizes of the per-CPU layer's structures, which live in the
+	 * core's internal caches: a CPU part (and its alignment), a thread's */
+	size_t part_size, part_align, thread_size;
+	/* classic mode: a free froze the full slab `slab` for part c, nfree of
+	 * its objects free: onto c's CPU partial list (free_chain) */
+	void (*part_freeze)(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, unsigned nfree);
+	/* destroy (cache_mutex held): take back every CPU part and the barn;
+	 * once nothing is live, free the parts of exited threads */
+	void (*parts_orphan)(struct uslab_cache *s);
+	void (*parts_release)(struct uslab_cache *s);
+	/* shrink: everything unused back (decay.c's mem_take_back) */
+	unsigned long (*take_back)(struct uslab_cache *only, bool all);
+
+	/* Slab mode (cpu/array.c): its slabs' layout and tunables at create
+	 * and at an order change, and its SLAB-format slabs, which every
+	 * free path of the core may meet (their objects go to array.c). */
+	void (*array_cache_init)(struct uslab_cache *s);
+	void (*array_set_order)(struct uslab_cache *s, unsigned order);
+	void (*array_slab_shape)(const struct uslab_cache *s, unsigned *order, unsigned *objects);
+	void (*array_free_chain)(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *head,
+				 unsigned cnt);
+	void (*array_free_objs)(struct uslab_cache *s, struct cpu_cache *c, void *const *objs, unsigned n,
+				bool from_cpu);
+	unsigned long (*array_shrink)(struct uslab_cache *s);
+	unsigned long (*array_free_objects_locked)(struct uslab_cache *s);
+	void *(*array_alloc_nocpu)(struct uslab_cache *s);
+
+	/* slub_debug (debug/debug.c): the layout of a debug cache, the hooks
+	 * of the node-locked path, reports, and a cache's random sequence
+	 * (slab_freelist_random) */
+	unsigned (*debug_flags_for)(const char *name, unsigned long flags);
+	size_t (*debug_layout)(struct uslab_cache *s, size_t size, size_t align);
+	void (*debug_init_slab)(struct uslab_cache *s, struct slab *slab);
+	const char *(*debug_alloc)(struct uslab_cache *s, struct slab *slab, void *x, size_t asked, void *caller);
+	const char *(*debug_free)(struct uslab_cache *s, struct slab *slab, void *x, void *caller);
+	void (*debug_report_done)(struct uslab_cache *s, const void *x, const char *bug);
+	void (*debug_report_live)(struct uslab_cache *s);
+	void (*debug_cache_made)(struct uslab_cache *s);
+	void (*debug_cache_gone)(struct uslab_cache *s);
+	/* KFENCE (debug/kfence.c): a cache's live samples (destroy counts them) */
+	unsigned long (*sampled_live)(const struct uslab_cache *s);
+
+	/* fork (fork.c): the lock taken before cache_mutex (creating the
+	 * kmalloc classes) and the one after the page locks (huge blocks);
+	 * the child's settling of vanished threads' CPU parts */
+	pthread_mutex_t *(*fork_lock_first)(void);
+	pthread_mutex_t *(*fork_lock_last)(void);
+	void (*fork_child)(void);
+	/* caches the fork handler reaches without the cache list (the kmalloc
+	 * classes): the i-th in *s (NULL if not made yet); false past the end */
+	bool (*fork_known_cache)(unsigned i, struct uslab_cache **s);
+};
+extern const struct core_hooks core_hooks USLAB_HIDDEN;
+
+/* Count an event on CPU part c (its owner), or on the cache when there is
+ * none: the core's stat_add(), through core_hooks.part_stats (cpu.h has
+ * the same for the layers that know struct cpu_cache). */
+static inline void core_stat_add(struct uslab_cache *s, struct cpu_cache *c, enum uslab_stat_item i, uint64_t n)
+{
+	if (likely(c)) {
+		_Atomic uint64_t *ctr = (_Atomic uint64_t *)((char *)c + core_hooks.part_stats) + i;
+		atomic_store_explicit(ctr, atomic_load_explicit(ctr, memory_order_relaxed) + n, memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&s->stat_gone[i], n, memory_order_relaxed);
+	}
+}
+static inline void core_stat_inc(struct uslab_cache *s, struct cpu_cache *c, enum uslab_stat_item i)
+{
+	core_stat_add(s, c, i, 1);
+}
+
 /* ---- fork.c ---------------------------------------------------------------- */
 USLAB_HIDDEN void fork_init(void);
 

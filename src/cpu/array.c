@@ -1095,3 +1095,27 @@ bool array_reap(struct uslab_cache *s, bool all)
 	return atomic_load_explicit(&a->nr_free, memory_order_relaxed) ||
 	       (TUNE(s, sharedfactor) && atomic_load_explicit(&b->nr_full, memory_order_relaxed));
 }
+
+/* ---- the mode's table ------------------------------------------------------ */
+
+static void array_setup(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+{
+	(void)cap;   /* the limit: array_setup_cpu reads it */
+	array_setup_cpu(s, c);
+}
+
+static void array_free_slow_(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *x)
+{
+	(void)slab;
+	array_free_slow(s, c, x);
+}
+
+const struct cpu_mode_ops cpu_array_ops = {
+	.name = "slab",
+	.setup = array_setup,
+	.alloc_slow = array_alloc_slow,
+	.free_slow = array_free_slow_,
+	.flush = array_flush_cpu,
+	.alloc_bulk = array_alloc_bulk,
+	.free_bulk = array_free_bulk,
+};

@@ -329,3 +329,94 @@ void cpu_slab_free_slow(struct uslab_cache *s, struct cpu_cache *c, struct slab 
 	}
 	slab_free_chain(s, c, slab, x, x, 1, TUNE(s, cpu_partial) != 0);
 }
+
+/* ---- bulk ------------------------------------------------------------------- */
+
+/* Classic: pop the CPU free list, refilling it as needed. */
+size_t cpu_slab_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+{
+	const unsigned offset = s->offset;
+	const uintptr_t key = s->fp_key;
+	size_t i = 0;
+	while (i < nr) {
+		/* in locals: the stores to objs[] could alias the CPU part */
+		void *x = c->freelist;
+		const uintptr_t base = c->slab_base, span = c->slab_span;
+		while (i < nr && x) {
+			void **where = (void **)((char *)x + offset);
+			void *next = (void *)((uintptr_t)*where ^ (USLAB_HARDENED ? key ^ __builtin_bswap64((uintptr_t)where) : 0));
+			if (unlikely(next && (uintptr_t)next - base >= span))
+				slab_bad_freelist(s, x, next);
+			*where = NULL;   /* the double-free mark (slab.h) */
+			objs[i++] = x;
+			x = next;
+		}
+		c->freelist = x;
+		if (i < nr && !cpu_slab_refill(s, c)) {
+			/* nothing stays allocated: count what was taken, give it back */
+			stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
+			for (size_t j = 0; opt.hardened && j < i; j++)
+				slab_hand_out(s, objs[j]);
+			uslab_cache_free_bulk(s, i, objs);
+			stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
+			errno = ENOMEM;
+			return 0;
+		}
+	}
+	return nr;
+}
+
+/* Classic: objects of the CPU slab onto the CPU free list, the rest to
+ * their slabs in groups. objs[] holds checked objects, no NULL. */
+void cpu_slab_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+{
+	void *chunk[64];
+	unsigned k = 0;
+	void *head = NULL, *tail = NULL;
+	unsigned cnt = 0;
+	const uintptr_t base = c->slab_base, span = c->slab_span;
+	void *const cfree = c->freelist;
+	for (size_t i = 0; i < nr; i++) {
+		void *x = objs[i];
+		if ((uintptr_t)x - base < span) {
+			if (unlikely(x == head || x == cfree))
+				slab_bad_free(s, c->slab, x, "double free");
+			fp_check_free(s, c->slab, x);   /* twice in this batch, or free already */
+			set_freepointer(s, x, head);
+			if (!head)
+				tail = x;
+			head = x;
+			cnt++;
+			continue;
+		}
+		chunk[k++] = x;
+		if (k == 64) {
+			slab_free_objects(s, c, chunk, k, TUNE(s, cpu_partial) != 0, false);
+			k = 0;
+		}
+	}
+	if (k)
+		slab_free_objects(s, c, chunk, k, TUNE(s, cpu_partial) != 0, false);
+	if (cnt) {
+		set_freepointer(s, tail, c->freelist);
+		c->freelist = head;
+	}
+}
+
+/* ---- the mode's table ------------------------------------------------------ */
+
+static void classic_setup(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+{
+	(void)s, (void)cap;
+	c->mode = CPU_CLASSIC;
+}
+
+const struct cpu_mode_ops cpu_classic_ops = {
+	.name = "classic",
+	.setup = classic_setup,
+	.alloc_slow = cpu_slab_alloc_slow,
+	.free_slow = cpu_slab_free_slow,
+	.flush = cpu_slab_flush,
+	.alloc_bulk = cpu_slab_alloc_bulk,
+	.free_bulk = cpu_slab_free_bulk,
+};

@@ -216,6 +216,37 @@ static inline void cpu_set_n(struct cpu_cache *c, uint32_t n)
 	__atomic_store_n(&c->n, n, __ATOMIC_RELAXED);
 }
 
+/* ---- the modes: one table of operations each ------------------------------ */
+/*
+ * What a part does in its mode past the inline fast paths. dispatch.c and
+ * bulk.c call through cpu_modes[c->mode] rather than switching on the
+ * mode; what the core needs of a mode it reaches through core_hooks
+ * (slab.h, filled by glue.c). Each mode's file defines its table.
+ */
+struct cpu_mode_ops {
+	const char *name;
+	/* a part starts in this mode, holding nothing (cap: the sheaves'
+	 * capacity, slab mode's limit) */
+	void (*setup)(struct uslab_cache *s, struct cpu_cache *c, unsigned cap);
+	/* the allocation slow path: an object, or NULL with errno ENOMEM */
+	void *(*alloc_slow)(struct uslab_cache *s, struct cpu_cache *c);
+	/* a free the fast paths did not finish: x checked, an object of s,
+	 * slab its record */
+	void (*free_slow)(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *x);
+	/* give back everything the part holds */
+	void (*flush)(struct uslab_cache *s, struct cpu_cache *c);
+	/* bulk: nr objects, or 0 with nothing kept; objs[] checked, no NULL */
+	size_t (*alloc_bulk)(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+	void (*free_bulk)(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+};
+extern const struct cpu_mode_ops cpu_classic_ops USLAB_HIDDEN;   /* classic.c */
+extern const struct cpu_mode_ops cpu_sheaf_ops USLAB_HIDDEN;     /* sheaf.c */
+extern const struct cpu_mode_ops cpu_home_ops USLAB_HIDDEN;      /* home.c */
+extern const struct cpu_mode_ops cpu_slqb_ops USLAB_HIDDEN;      /* home.c */
+extern const struct cpu_mode_ops cpu_array_ops USLAB_HIDDEN;     /* array.c */
+/* by enum cpu_mode (dispatch.c) */
+extern const struct cpu_mode_ops *const cpu_modes[CPU_NR_MODES] USLAB_HIDDEN;
+
 /* ---- dispatch.c: the slow paths of every mode --------------------------- */
 /* Every allocation and free that the fast paths do not finish. `caller`:
  * the return address of the API call, for slub_debug's U and T; `asked`:
@@ -278,6 +309,8 @@ extern void (*_Atomic mem_bg_wake)(void) USLAB_HIDDEN;
 USLAB_HIDDEN bool cpu_slab_refill(struct uslab_cache *s, struct cpu_cache *c);
 USLAB_HIDDEN void *cpu_slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
 USLAB_HIDDEN void cpu_slab_free_slow(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *x);
+USLAB_HIDDEN size_t cpu_slab_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+USLAB_HIDDEN void cpu_slab_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
 /* A free froze a full slab for c: put it on the CPU partial list, draining
  * the list to the node first if it would hold more than cpu_partial. */
 USLAB_HIDDEN void cpu_slab_put_partial(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab,
@@ -355,6 +388,21 @@ USLAB_HIDDEN bool array_reap(struct uslab_cache *s, bool all);
 USLAB_HIDDEN unsigned long array_shrink(struct uslab_cache *s);
 /* Free objects in listed SLAB-format slabs (count_live); node lock held. */
 USLAB_HIDDEN unsigned long array_free_objects_locked(struct uslab_cache *s);
+
+/* ---- what the per-CPU layer needs from the malloc family ---------------- */
+/* Filled by src/glue.c (as core_hooks, slab.h): the layer calls down only. */
+struct cpu_hooks {
+	/* the kmalloc classes' caches (KMALLOC_CLASSES_MAX entries, NULL until
+	 * made) and, for each size / 8 up to the small classes' end, its class
+	 * (KMALLOC_SIZES_MAX entries): a thread keeps its parts of those caches
+	 * in arrays malloc's fast path indexes (tls.c) */
+	struct uslab_cache *const *fast_classes;
+	const uint8_t *fast_size_class;
+	/* a decay pass also ages what the malloc family keeps (freed huge
+	 * mappings): true if something stays pending */
+	bool (*decay_more)(void);
+};
+extern const struct cpu_hooks cpu_hooks USLAB_HIDDEN;
 
 /* ---- tls.c -------------------------------------------------------- */
 /* What a thread keeps beside its CPU parts. */

@@ -38,7 +38,7 @@
  * reads each part's slow-path count (relaxed) and remembers it in
  * seen_ops (only passes, under cache_mutex, touch that).
  */
-#include "kmalloc.h"
+#include "cpu.h"
 
 #include <string.h>
 
@@ -150,6 +150,6 @@ uint64_t mem_decay_pass(void)
 		pending |= decay_cache_locked(s, false, NULL, &taken);
 	pthread_mutex_unlock(&cache_mutex);
 	pending |= page_decay() != 0;
-	pending |= huge_decay();
+	pending |= cpu_hooks.decay_more();   /* freed huge mappings (glue.c) */
 	return pending ? MAX(page_purge_delay_ms, 10U) : UINT64_MAX;
 }

@@ -13,26 +13,13 @@
 void (*_Atomic slab_slow_hook)(void);
 
 
-/* Set c up, holding nothing, for `mode` (with sheaves of cap objects). */
-static void cpu_setup(struct uslab_cache *s, struct cpu_cache *c, unsigned mode, unsigned cap)
-{
-	switch (mode) {
-	case CPU_SHEAVES:
-		c->mode = CPU_SHEAVES;
-		sheaf_setup_cpu(s, c, cap);
-		break;
-	case CPU_HOME:
-	case CPU_SLQB:
-		home_setup_cpu(s, c, mode);
-		break;
-	case CPU_SLAB:
-		array_setup_cpu(s, c);
-		break;
-	default:
-		c->mode = CPU_CLASSIC;
-		break;
-	}
-}
+const struct cpu_mode_ops *const cpu_modes[CPU_NR_MODES] = {
+	[CPU_CLASSIC] = &cpu_classic_ops,
+	[CPU_SHEAVES] = &cpu_sheaf_ops,
+	[CPU_HOME] = &cpu_home_ops,
+	[CPU_SLQB] = &cpu_slqb_ops,
+	[CPU_SLAB] = &cpu_array_ops,
+};
 
 void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c)
 {
@@ -54,7 +41,7 @@ void slab_cpu_enter(struct uslab_cache *s, struct cpu_cache *c)
 		cap = TUNE(s, limit);   /* the array's size */
 	if (unlikely(c->mode != mode) || unlikely((mode == CPU_SHEAVES || mode == CPU_SLAB) && c->sheaf_cap != cap)) {
 		slab_flush_cpu(s, c);
-		cpu_setup(s, c, mode, cap);
+		cpu_modes[mode]->setup(s, c, cap);
 	}
 }
 
@@ -81,13 +68,7 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, 
 			return slab_alloc_nocpu(s);
 	}
 	slab_cpu_enter(s, c);
-	void *x;
-	switch (c->mode) {
-	case CPU_SHEAVES: x = sheaf_alloc_slow(s, c); break;
-	case CPU_CLASSIC: x = cpu_slab_alloc_slow(s, c); break;
-	case CPU_SLAB:    x = array_alloc_slow(s, c); break;
-	default:          x = home_alloc_slow(s, c); break;
-	}
+	void *x = cpu_modes[c->mode]->alloc_slow(s, c);
 	cpu_idle(c);
 	if (likely(x))
 		track_alloc(x, s->object_size);
@@ -174,12 +155,7 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 	}
 	slab_cpu_enter(s, c);
 	track_free(x, s->object_size);
-	switch (c->mode) {
-	case CPU_SHEAVES: sheaf_free_slow(s, c, x); break;
-	case CPU_CLASSIC: cpu_slab_free_slow(s, c, slab, x); break;
-	case CPU_SLAB:    array_free_slow(s, c, x); break;
-	default:          home_free(s, c, slab, x); break;
-	}
+	cpu_modes[c->mode]->free_slow(s, c, slab, x);
 	cpu_idle(c);
 }
 
@@ -213,14 +189,8 @@ void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x)
 
 void slab_flush_cpu(struct uslab_cache *s, struct cpu_cache *c)
 {
-	switch (c->mode) {
-	case CPU_SHEAVES: sheaf_flush_cpu(s, c, false); break;
-	case CPU_CLASSIC: cpu_slab_flush(s, c); break;
-	case CPU_HOME:
-	case CPU_SLQB:    home_flush_cpu(s, c); break;
-	case CPU_SLAB:    array_flush_cpu(s, c); break;
-	default:          break;
-	}
+	if (c->mode < CPU_NR_MODES)   /* (CPU_NR_MODES: set up in no mode yet) */
+		cpu_modes[c->mode]->flush(s, c);
 	if (c->mode != CPU_HOME && c->mode != CPU_SLQB)
 		home_flush_cpu(s, c);   /* its inbox: batches from freers that saw it in home mode */
 	c->mode = CPU_NR_MODES;   /* set up again at its next slow path */

@@ -1004,3 +1004,37 @@ void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t 
 	cpu_idle(c);
 	stat_add(s, c, USLAB_STAT_FREE_BULK, nr - skipped);
 }
+
+/* ---- the modes' tables ------------------------------------------------------- */
+
+static void home_setup(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+{
+	(void)cap;
+	home_setup_cpu(s, c, CPU_HOME);
+}
+
+static void slqb_setup(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+{
+	(void)cap;
+	home_setup_cpu(s, c, CPU_SLQB);
+}
+
+const struct cpu_mode_ops cpu_home_ops = {
+	.name = "home",
+	.setup = home_setup,
+	.alloc_slow = home_alloc_slow,
+	.free_slow = home_free,
+	.flush = home_flush_cpu,
+	.alloc_bulk = home_alloc_bulk,
+	.free_bulk = home_free_bulk,
+};
+
+const struct cpu_mode_ops cpu_slqb_ops = {
+	.name = "slqb",
+	.setup = slqb_setup,
+	.alloc_slow = home_alloc_slow,
+	.free_slow = home_free,
+	.flush = home_flush_cpu,
+	.alloc_bulk = home_alloc_bulk,
+	.free_bulk = home_free_bulk,
+};

@@ -518,3 +518,32 @@ void sheaf_init_cache(struct uslab_cache *s)
 {
 	pthread_mutex_init(&s->node.barn.lock, NULL);
 }
+
+/* ---- the mode's table ------------------------------------------------------ */
+
+static void sheaf_setup(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
+{
+	c->mode = CPU_SHEAVES;
+	sheaf_setup_cpu(s, c, cap);   /* no memory: tried again on the slow paths */
+}
+
+static void sheaf_free_slow_(struct uslab_cache *s, struct cpu_cache *c, struct slab *slab, void *x)
+{
+	(void)slab;
+	sheaf_free_slow(s, c, x);
+}
+
+static void sheaf_flush_part(struct uslab_cache *s, struct cpu_cache *c)
+{
+	sheaf_flush_cpu(s, c, false);
+}
+
+const struct cpu_mode_ops cpu_sheaf_ops = {
+	.name = "sheaves",
+	.setup = sheaf_setup,
+	.alloc_slow = sheaf_alloc_slow,
+	.free_slow = sheaf_free_slow_,
+	.flush = sheaf_flush_part,
+	.alloc_bulk = sheaf_alloc_bulk,
+	.free_bulk = sheaf_free_bulk,
+};

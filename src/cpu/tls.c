@@ -28,7 +28,7 @@
  * its private state may be half changed), which is left alone and leaks
  * what it holds (bounded by what one thread holds of that cache).
  */
-#include "kmalloc.h"
+#include "cpu.h"
 
 #include <string.h>
 
@@ -44,8 +44,7 @@ static struct cpu_cache *const cpu_empty_kparts[KMALLOC_CLASSES_MAX] = {
 static struct cpu_cache *const cpu_empty_ksize[KMALLOC_SIZES_MAX] = {
 	[0 ... KMALLOC_SIZES_MAX - 1] = &cpu_empty,
 };
-_Static_assert(KMALLOC_CLASSES_MAX == KMALLOC_NR_CLASSES, "one kparts entry per kmalloc class");
-_Static_assert(KMALLOC_SIZES_MAX == KMALLOC_SMALL_MAX / 8 + 1, "one ksize entry per 8 bytes of small sizes");
+/* (glue.c checks that these sizes are kmalloc's) */
 
 /* The image every thread's block starts from (its relocations are applied
  * before any thread's TLS is set up, also when libuslab is dlopen'ed). */
@@ -305,12 +304,12 @@ static bool slots_grow(struct cpu_thread *t, unsigned id)
  * (and for the sizes that map to it). */
 static void kparts_register(struct cpu_thread *t, struct uslab_cache *s, struct cpu_cache *c)
 {
-	for (unsigned i = 0; i < KMALLOC_NR_CLASSES; i++) {
-		if (kmalloc_caches[i] != s)
+	for (unsigned i = 0; i < KMALLOC_CLASSES_MAX; i++) {
+		if (cpu_hooks.fast_classes[i] != s)
 			continue;
 		t->kparts[i] = c;
 		for (unsigned j = 0; j < KMALLOC_SIZES_MAX; j++)
-			if (kmalloc_idx_small[j] == i)
+			if (cpu_hooks.fast_size_class[j] == i)
 				t->ksize[j] = c;
 	}
 }

@@ -472,6 +472,8 @@ long debug_validate_locked(struct uslab_cache *s)
 
 void debug_report_live(struct uslab_cache *s)
 {
+	if (!(s->debug & DBG_U))
+		return;   /* no call sites to say */
 	struct walk w = { .s = s, .live_report = true };
 	pthread_mutex_lock(&s->node.list_lock);
 	page_for_each_slab(walk_slab, &w);

@@ -164,6 +164,14 @@ pthread_mutex_t *kmalloc_fork_lock(void)
 	return &K.lock;
 }
 
+bool kmalloc_fork_cache(unsigned i, struct uslab_cache **s)
+{
+	if (i >= KMALLOC_NR_CLASSES)
+		return false;
+	*s = __atomic_load_n(&kmalloc_caches[i], __ATOMIC_RELAXED);
+	return true;
+}
+
 /* ---- M_PERTURB ---------------------------------------------------------------- */
 
 /* Relaxed: mallopt sets them between calls; a call racing with the change

@@ -1,0 +1,28 @@
+/*
+ * The cache API's allocation and free: the inline fast paths of cpu.h
+ * (bulk.c has the bulk calls). Here rather than in core/cache.c, which
+ * creates and destroys caches: the core calls down only.
+ */
+#include "cpu.h"
+
+#include <string.h>
+
+void *uslab_cache_alloc(struct uslab_cache *s)
+{
+	return slab_alloc_fast(s);
+}
+
+void *uslab_cache_zalloc(struct uslab_cache *s)
+{
+	void *x = cpu_alloc_fast_at(s, cpu_this(s), 0, __builtin_return_address(0));   /* (not a tail call) */
+	if (x)
+		memset(x, 0, s->object_size);
+	return x;
+}
+
+void uslab_cache_free(struct uslab_cache *s, void *x)
+{
+	if (unlikely(!x))
+		return;
+	slab_free_fast(s, x);
+}
