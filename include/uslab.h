@@ -373,8 +373,8 @@ struct uslab_cache_info {
 	unsigned sheaf_capacity;   /* objects per sheaf; 0: classic mode */
 	unsigned barn_full_max;    /* full sheaves the barn keeps at most */
 	unsigned barn_empty_max;   /* empty sheaves the barn keeps at most */
-	unsigned cpu_parts;        /* threads with a CPU part for this cache */
-	uint64_t sheaf_objects;    /* objects in threads' sheaves now (counted as active) */
+	unsigned cpu_parts;        /* CPU parts of this cache: threads', or CPUs' (uslab_cpu_backend()) */
+	uint64_t sheaf_objects;    /* objects in the parts' sheaves now (counted as active) */
 	uint64_t barn_full;        /* full sheaves in the barn now */
 	uint64_t barn_empty;       /* empty sheaves in the barn now */
 	uint64_t barn_objects;     /* objects in the barn now (counted as active) */
@@ -403,6 +403,29 @@ struct uslab_cache_info {
  * the program but in use to the slabs (sheaf_objects, barn_objects).
  */
 USLAB_API int uslab_cache_get_info(struct uslab_cache *cache, struct uslab_cache_info *info);
+
+/*
+ * The backend the CPU parts run on, for the whole process: "rseq" (caches
+ * in sheaves mode keep one part per CPU, run by restartable sequences;
+ * other modes, debug caches and threads rseq does not know keep parts per
+ * thread) or "thread" (every part is a thread's). Chosen at start:
+ * USLAB_OPTIONS cpu_backend=auto (rseq where the kernel and glibc offer
+ * it), rseq, or tls (per thread).
+ */
+USLAB_API const char *uslab_cpu_backend(void);
+
+/*
+ * Statistics per CPU, as SLUB's per-CPU sysfs counters: the part of
+ * `cache` on CPU `cpu` (per-CPU backend): its event counters into
+ * events[0..n) (by enum uslab_stat_item, 0 past USLAB_NR_STAT_ITEMS;
+ * ALLOC_PCS and FREE_PCS are its fast paths' pops and pushes, exact) and
+ * the objects it holds into *objects (may be NULL). Returns 0, or -1 with
+ * errno ENOENT (that CPU has no part of the cache: no operation ran there,
+ * or the cache's parts are threads') or EINVAL (NULL cache, or NULL events
+ * with n > 0).
+ */
+USLAB_API int uslab_cache_cpu_stats(struct uslab_cache *cache, unsigned cpu, uint64_t *events, size_t n,
+				    uint64_t *objects);
 
 /*
  * Versions of struct uslab_process_info (fill `version` with the one your

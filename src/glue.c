@@ -22,7 +22,20 @@
 static void parts_orphan(struct uslab_cache *s)
 {
 	cpu_orphan_all(s);
+	pcpu_destroy(s);
 	sheaf_flush_barn(s);
+}
+
+static void parts_release(struct uslab_cache *s)
+{
+	cpu_free_dead(s);
+	pcpu_free_parts(s);
+}
+
+static void fork_child(void)
+{
+	pcpu_fork_child();
+	cpu_fork_child();
 }
 
 static void array_cache_init(struct uslab_cache *s)
@@ -31,8 +44,11 @@ static void array_cache_init(struct uslab_cache *s)
 	array_default_tunables(s);
 }
 
-/* KFENCE, the export, the background thread: after the options are read */
-static void (*const init_list[])(void) = { kfence_init, export_init, bg_init, NULL };
+/* KFENCE, the per-CPU backend, the export, the background thread: after
+ * the options are read */
+/* KFENCE first: the per-CPU backend runs only if it does not count every
+ * allocation (kfence=N) */
+static void (*const init_list[])(void) = { kfence_init, pcpu_init, export_init, bg_init, NULL };
 
 const struct core_hooks core_hooks = {
 	.init = init_list,
@@ -42,7 +58,8 @@ const struct core_hooks core_hooks = {
 	.thread_size = sizeof(struct cpu_thread),
 	.part_freeze = cpu_slab_put_partial,
 	.parts_orphan = parts_orphan,
-	.parts_release = cpu_free_dead,
+	.parts_release = parts_release,
+	.parts_retune = pcpu_retune,
 	.take_back = mem_take_back,
 
 	.array_cache_init = array_cache_init,
@@ -67,8 +84,9 @@ const struct core_hooks core_hooks = {
 
 	.fork_lock_first = kmalloc_fork_lock,
 	.fork_lock_last = large_fork_lock,
-	.fork_child = cpu_fork_child,
+	.fork_child = fork_child,
 	.fork_known_cache = kmalloc_fork_cache,
+	.fork_part_locks = pcpu_fork_locks,
 };
 
 /* ---- the malloc family, as the per-CPU layer sees it --------------------------- */

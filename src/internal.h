@@ -56,6 +56,7 @@ struct uslab_opts {
 	int cpu_mode;          /* slub_cpu_mode; -1: CPU_MODE_DEFAULT (classic if slub_sheaf_capacity=0) */
 	int barn_full;         /* slub_barn_full; -1: default */
 	int barn_empty;        /* slub_barn_empty; -1: default */
+	int cpu_backend;       /* cpu_backend: CPU_BACKEND_AUTO, _RSEQ (asked for) or _TLS */
 	bool show_stats;       /* show_stats: print the stats table at exit */
 	bool export_stats;     /* export: keep a stats file for uslabinfo */
 	bool report_continue;  /* report_continue: report, leak the object, go on */
@@ -65,6 +66,7 @@ struct uslab_opts {
 	char debug_caches[256];/* slub_debug's cache list, ",a,b," (empty: all caches) */
 };
 extern struct uslab_opts opt USLAB_HIDDEN;
+enum { CPU_BACKEND_AUTO, CPU_BACKEND_RSEQ, CPU_BACKEND_TLS };
 USLAB_HIDDEN void options_init(void);
 USLAB_HIDDEN void options_parse(const char *s);
 USLAB_HIDDEN void options_apply_cache(struct uslab_cache *s);
@@ -76,6 +78,9 @@ USLAB_HIDDEN const char *cpu_mode_name(unsigned mode);
 USLAB_HIDDEN bool options_names_cache(const char *name);
 /* cache.c: set a tunable by name; -1 if the name or value is invalid */
 USLAB_HIDDEN int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v);
+/* The same for a cache in use (cache_mutex held): CPU parts that need it
+ * take the change up at once (uslab_cache_tune_set, the export's command). */
+USLAB_HIDDEN int cache_tune_set_live(struct uslab_cache *s, const char *name, unsigned long v);
 /* cache.c: is `name` (n bytes) a tunable's name? */
 USLAB_HIDDEN bool cache_tune_known(const char *name, size_t n);
 

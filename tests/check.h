@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -387,6 +388,24 @@ static inline uint64_t ev_sum_named(const struct uslab_cache_info *info, const c
 				sum += info->events[i];
 	}
 	return sum;
+}
+
+/* Does the cache of this snapshot keep its CPU parts per CPU (the rseq
+ * backend runs it: sheaves mode, not debugged)? Then a thread holds none
+ * of its objects, there are at most as many parts as CPUs, and shrink
+ * takes back what every part holds. */
+static inline bool cache_per_cpu(const struct uslab_cache_info *info)
+{
+	return !strcmp(uslab_cpu_backend(), "rseq") && info->cpu_mode == USLAB_CPU_SHEAVES &&
+	       !(info->flags & (USLAB_CONSISTENCY_CHECKS | USLAB_RED_ZONE | USLAB_POISON | USLAB_STORE_USER |
+				USLAB_TRACE));
+}
+/* CPUs a process may run on (the per-CPU backend's parts are at most one
+ * per CPU that ran the cache). */
+static inline unsigned check_ncpus_conf(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+	return n > 0 ? (unsigned)n : 1;
 }
 
 /* Does slub_debug (a debug flag, or USLAB_OPTIONS=slub_debug) apply to the

@@ -923,6 +923,12 @@ static int idle_child(long n, const char *mode)
 	if (!strcmp(mode, "spin")) {
 		b = uslab_cache_create("spin_b", 64, 0, USLAB_NO_MERGE, NULL);
 		CHECK(b != NULL);
+		/* on one CPU: with parts of CPUs (the rseq backend) a move to
+		 * another CPU finds that CPU's part empty, a slow path */
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &one);
+		CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
 		void *x = uslab_cache_alloc(b);   /* the slow path, once: from now on the fast path */
 		CHECK(x != NULL);
 		uslab_cache_free(b, x);

@@ -79,7 +79,10 @@ static void unit(void)
 	CHECK(info.active_objects == 1000);
 	CHECK(info.object_size == 200);
 	CHECK(info.slabs >= 1 && info.total_objects >= 1000);
-	CHECK(info.cpu_parts == 1);
+	if (cache_per_cpu(&info))   /* a part of each CPU this thread ran on */
+		CHECK(info.cpu_parts >= 1 && info.cpu_parts <= check_ncpus_conf());
+	else
+		CHECK(info.cpu_parts == 1);
 	switch (info.cpu_mode) {
 	case USLAB_CPU_SHEAVES:      /* this thread holds sheaves of obs_a */
 		CHECK(info.cpu_slabs == 0 && info.owned_slabs == 0);

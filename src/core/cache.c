@@ -484,10 +484,27 @@ int cache_tune_set(struct uslab_cache *s, const char *name, unsigned long v)
 
 int uslab_cache_tune_set(struct uslab_cache *s, const char *name, unsigned long value)
 {
-	if (!s || !name || cache_tune_set(cache_root(s), name, value)) {
+	if (!s || !name) {
 		errno = EINVAL;
 		return -1;
 	}
+	cache_init();
+	pthread_mutex_lock(&cache_mutex);
+	int r = cache_tune_set_live(cache_root(s), name, value);
+	pthread_mutex_unlock(&cache_mutex);
+	if (r) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+int cache_tune_set_live(struct uslab_cache *s, const char *name, unsigned long v)
+{
+	if (cache_tune_set(s, name, v))
+		return -1;
+	if (!strcmp(name, "cpu_mode") || !strcmp(name, "sheaf_capacity"))
+		core_hooks.parts_retune(s);   /* parts of CPUs take it up now, not at their next slow path */
 	return 0;
 }
 

@@ -204,6 +204,8 @@ typedef bool (*lock_fn)(pthread_mutex_t *m);   /* false: stop the walk */
 
 static bool walk_cache(struct uslab_cache *s, lock_fn fn)
 {
+	if (!core_hooks.fork_part_locks(s, fn))   /* the per-CPU backend's parts: before the node's */
+		return false;
 	pthread_mutex_t *l[CACHE_LOCKS_MAX];
 	unsigned n = cache_locks(s, l);
 	for (unsigned i = 0; i < n; i++)

@@ -72,6 +72,12 @@ static bool fault_inject(void)
 	return fail;
 }
 
+void *os_reserve(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
 void *os_map_aligned(size_t size, size_t align)
 {
 	if (fault_inject()) {

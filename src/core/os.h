@@ -14,6 +14,10 @@
 /* Map `size` bytes aligned to `align` (a power of two >= the OS page size).
  * Returns NULL on failure (errno ENOMEM). */
 USLAB_HIDDEN void *os_map_aligned(size_t size, size_t align);
+/* Reserve zeroed address space for metadata made once at start (pages
+ * are only backed once touched); not counted by fault injection. NULL on
+ * failure. */
+USLAB_HIDDEN void *os_reserve(size_t size);
 /* Give the range back to the OS entirely. */
 USLAB_HIDDEN void os_unmap(void *p, size_t size);
 /* Drop the contents of a range but keep it mapped: later touches fault in

@@ -274,6 +274,8 @@ struct uslab_cache {
 	 * remote freer may still push to one's inbox (home.c); the next
 	 * thread that needs a part takes one from here. */
 	struct cpu_cache *cpu_dead;
+	/* The per-CPU backend's parts, retired ones too (cache_mutex; cpu/pcpu.c) */
+	struct cpu_cache *pcpu_list;
 	_Atomic uint64_t stat_gone[USLAB_NR_STAT_ITEMS]; /* counters of CPU parts gone, and of CPU-less paths */
 	struct uslab_cache *next, *prev;       /* all real caches (cache_mutex) */
 	bool internal;                         /* uslab's own metadata cache */
@@ -578,6 +580,9 @@ struct core_hooks {
 	 * once nothing is live, free the parts of exited threads */
 	void (*parts_orphan)(struct uslab_cache *s);
 	void (*parts_release)(struct uslab_cache *s);
+	/* cpu_mode or sheaf_capacity changed: parts that run per CPU take it
+	 * up now (cache_mutex held) */
+	void (*parts_retune)(struct uslab_cache *s);
 	/* shrink: everything unused back (decay.c's mem_take_back) */
 	unsigned long (*take_back)(struct uslab_cache *only, bool all);
 
@@ -619,6 +624,9 @@ struct core_hooks {
 	/* caches the fork handler reaches without the cache list (the kmalloc
 	 * classes): the i-th in *s (NULL if not made yet); false past the end */
 	bool (*fork_known_cache)(unsigned i, struct uslab_cache **s);
+	/* a cache's locks the per-CPU layer holds before the node's (the
+	 * per-CPU backend's parts): fn on each in order; false: fn stopped */
+	bool (*fork_part_locks)(struct uslab_cache *s, bool (*fn)(pthread_mutex_t *m));
 };
 extern const struct core_hooks core_hooks USLAB_HIDDEN;
 

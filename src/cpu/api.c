@@ -14,7 +14,10 @@ void *uslab_cache_alloc(struct uslab_cache *s)
 
 void *uslab_cache_zalloc(struct uslab_cache *s)
 {
-	void *x = cpu_alloc_fast_at(s, cpu_this(s), 0, __builtin_return_address(0));   /* (not a tail call) */
+	void *caller = __builtin_return_address(0), *x;   /* (not tail calls: the memset follows) */
+	bool nopart = !pcpu_g.on || s->id >= PCPU_SLOTS;
+	if (nopart || (x = pcpu_alloc_fast(s, pcpu_slot_id(s->id), 0, caller, &nopart), nopart))
+		x = cpu_alloc_fast_at(s, cpu_this(s), 0, caller);
 	if (x)
 		memset(x, 0, s->object_size);
 	return x;

@@ -29,16 +29,28 @@
 #include <errno.h>
 #include <string.h>
 
-/* The part to use for s, or NULL (debug caches, exiting threads). */
+/* The part to use for s, or NULL (debug caches, exiting threads): this
+ * CPU's (locked and closed: pcpu.c) or this thread's. bulk_done() after. */
 static struct cpu_cache *bulk_cpu(struct uslab_cache *s)
 {
 	if (s->debug)
 		return NULL;
-	struct cpu_cache *c = cpu_this(s);
+	struct cpu_cache *c;
+	if (pcpu_g.on && (c = pcpu_acquire(s)) != NULL)
+		return c;
+	c = cpu_this(s);
 	if (c->cache != s && !(c = cpu_get(s)))
 		return NULL;
 	slab_cpu_enter(s, c);
 	return c;
+}
+
+static void bulk_done(struct cpu_cache *c)
+{
+	if (c->pcpu)
+		pcpu_release(c);
+	else
+		cpu_idle(c);
 }
 
 static size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void **objs);
@@ -94,7 +106,8 @@ static NOINLINE size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void
 		return nr;
 	}
 	got = cpu_modes[c->mode]->alloc_bulk(s, c, nr, objs);
-	cpu_idle(c);
+	bool pc = c->pcpu;
+	bulk_done(c);
 	if (!got) {
 		memset(objs, 0, nr * sizeof(void *));
 		return 0;
@@ -103,7 +116,10 @@ static NOINLINE size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void
 		track_alloc(objs[j], s->object_size);
 	for (size_t j = 0; unlikely(opt.hardened) && j < nr; j++)
 		slab_hand_out(s, objs[j]);
-	stat_add(s, c, USLAB_STAT_ALLOC_BULK, nr);
+	if (pc)   /* (a part of a CPU: counted under its lock, or on the cache) */
+		stat_add(s, NULL, USLAB_STAT_ALLOC_BULK, nr);
+	else
+		stat_add(s, c, USLAB_STAT_ALLOC_BULK, nr);
 	return nr;
 }
 
@@ -183,8 +199,12 @@ static NOINLINE void free_bulk_general(struct uslab_cache *named, struct uslab_c
 		cpu_modes[c->mode]->free_bulk(s, c, k, chunk);
 		freed += k;
 	}
-	if (c)
+	if (c && c->pcpu) {   /* (counted on the cache: the part is no longer ours) */
+		pcpu_release(c);
+		c = NULL;
+	} else if (c) {
 		cpu_idle(c);
+	}
 	if (freed)
 		stat_add(s, c, USLAB_STAT_FREE_BULK, freed);
 }

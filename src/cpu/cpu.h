@@ -67,7 +67,13 @@ struct cpu_cache {
 	                                 * current slab's; slqb: the object queue (obfuscated links) */
 	struct slab *slab;              /* classic: the CPU slab (frozen); home: the current slab; or
 	                                 * NULL. Relaxed atomic stores: statistics readers peek */
-	uintptr_t slab_base;            /* first object of `slab` (0 without a slab) */
+	union {
+		uintptr_t slab_base;    /* first object of `slab` (0 without a slab) */
+		/* a part of the per-CPU backend (sheaves only, no slab): the
+		 * commit word of its sequences, n | cap << 16 | ops << 32
+		 * (rseq_x86_64.h; pcpu.c) */
+		uint64_t pcpu_nc;
+	};
 	uint32_t slab_span;             /* bytes of object slots in `slab` (0 without) */
 	uint32_t offset;                /* the cache's free-pointer offset (a copy: one line less) */
 	uintptr_t fp_key;               /* the cache's free-pointer key (a copy) */
@@ -147,6 +153,16 @@ struct cpu_cache {
 	 * load+store (no read-modify-write); readers sum them. */
 	_Atomic uint64_t stat[USLAB_NR_STAT_ITEMS];
 	struct cpu_cache *cnext, *cprev;/* the cache's list of CPU parts (cache_mutex) */
+
+	/* A part of the per-CPU backend (pcpu.c): a CPU's, not a thread's.
+	 * plock is held by whoever has the part closed (its slow paths, a
+	 * decay pass, shrink, a retune, destroy); the fields below are its. */
+	pthread_mutex_t plock;
+	uint32_t pcpu_cpu;              /* the CPU whose part it is */
+	uint32_t open_n, open_ops;      /* n and ops when it was last opened (statistics) */
+	uint32_t seen_fast;             /* ops at the last decay pass */
+	bool pcpu;                      /* a part of the per-CPU backend */
+	bool pcpu_retired;              /* no longer in its CPU's area (the cache left sheaves mode) */
 
 	/* The inbox (SLQB's remote_free): objects other parts freed to slabs
 	 * this part owns, pushed as whole batches by compare-and-swap
@@ -496,6 +512,158 @@ static inline void cpu_idle(struct cpu_cache *c)
 	__atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
 }
 
+/* ---- pcpu.c: the per-CPU backend (restartable sequences) ------------------ */
+/*
+ * Parts per CPU rather than per thread, for caches in sheaves mode, where
+ * the kernel's rseq is registered (glibc's). Each CPU has an area that the
+ * fast paths index by the CPU number their sequence reads: its parts by
+ * kmalloc size and class (as cpu_tls's tables) and by cache id. NULL where
+ * a CPU has no part for that cache: the fast path then takes the
+ * thread-local backend's path, whose slow path makes the part. pcpu.c's
+ * file comment has the protocol.
+ */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#include "rseq_x86_64.h"
+#else
+#define PCPU_ARCH 0   /* TSan cannot follow a sequence's restart; other architectures: to do */
+#endif
+
+#define PCPU_AREA_SHIFT 12
+#define PCPU_MAX_CPUS 4096   /* CPUs with an area; a CPU number beyond runs thread-local */
+#define PCPU_SLOTS ((1U << PCPU_AREA_SHIFT) / sizeof(void *) - KMALLOC_SIZES_MAX - KMALLOC_CLASSES_MAX)
+struct pcpu_area {
+	struct cpu_cache *ksize[KMALLOC_SIZES_MAX];
+	struct cpu_cache *kparts[KMALLOC_CLASSES_MAX];
+	struct cpu_cache *slots[PCPU_SLOTS];   /* by cache id (ids beyond run thread-local) */
+};
+_Static_assert(sizeof(struct pcpu_area) == 1U << PCPU_AREA_SHIFT, "an area is a page");
+
+/* Set once at start (pcpu_init), read by every fast path: one line. */
+struct pcpu_global {
+	bool on;                   /* the backend runs */
+	long rseq_off;             /* glibc's __rseq_offset: the rseq area from the thread pointer */
+	char *areas;               /* PCPU_MAX_CPUS areas (reserved, touched as CPUs use them) */
+};
+extern struct pcpu_global pcpu_g USLAB_HIDDEN;
+
+USLAB_HIDDEN void pcpu_init(void);
+/* Does s run on the per-CPU backend (sheaves mode, not debug, an id with
+ * a slot)? */
+USLAB_HIDDEN bool pcpu_eligible(const struct uslab_cache *s);
+/* This CPU's part of s, made if needed, locked and closed (its slow path's
+ * state private); NULL if s does not run per CPU or no part can be had. */
+USLAB_HIDDEN struct cpu_cache *pcpu_acquire(struct uslab_cache *s);
+/* Open the part again and unlock it. */
+USLAB_HIDDEN void pcpu_release(struct cpu_cache *c);
+/* A free the push could not finish (main full, no part on this CPU): x is
+ * checked and already marked free. Called last (the API call's return
+ * address is the caller's). */
+USLAB_HIDDEN void pcpu_free_marked(struct uslab_cache *s, struct slab *d, void *x);
+/* A fast allocation whose ops count wrapped: KFENCE's look at the clock
+ * (x goes back to the part if a sample is taken). Tail-called. */
+USLAB_HIDDEN void *pcpu_alloc_wrapped(struct uslab_cache *named, void *x, size_t asked);
+/* cache_mutex held: decay (idle parts: not used for a pass, or all),
+ * shrink, retune (cpu_mode or sheaf_capacity changed), destroy. */
+USLAB_HIDDEN bool pcpu_decay(struct uslab_cache *s, bool all, unsigned long *taken);
+USLAB_HIDDEN void pcpu_retune(struct uslab_cache *s);
+USLAB_HIDDEN void pcpu_destroy(struct uslab_cache *s);
+/* Statistics (cache_mutex held): add every part's counters into ev[],
+ * and count the parts and the objects they hold. */
+USLAB_HIDDEN void pcpu_sum_events(struct uslab_cache *s, uint64_t *ev);
+USLAB_HIDDEN void pcpu_count(struct uslab_cache *s, unsigned *parts, uint64_t *objects);
+/* One part's counters (added into ev[]) and its pops and pushes; and the
+ * part of CPU cpu, or NULL. cache_mutex held. */
+USLAB_HIDDEN void pcpu_part_events(struct cpu_cache *c, uint64_t *ev, uint64_t *pops, uint64_t *pushes);
+USLAB_HIDDEN struct cpu_cache *pcpu_part_of(struct uslab_cache *s, unsigned cpu);
+/* Free every part of s (its memory goes: nothing of it is live). */
+USLAB_HIDDEN void pcpu_free_parts(struct uslab_cache *s);
+/* fork: walk the parts' locks (in the order slow paths take them: before
+ * the node's), and the child's membarrier registration. */
+USLAB_HIDDEN bool pcpu_fork_locks(struct uslab_cache *s, bool (*fn)(pthread_mutex_t *m));
+USLAB_HIDDEN void pcpu_fork_child(void);
+
+/* Where the parts of cache id `id` / kmalloc size index / class sit in
+ * CPU 0's area (another CPU's: + cpu << PCPU_AREA_SHIFT). */
+static inline uintptr_t pcpu_slot_id(unsigned id)
+{
+	return (uintptr_t)pcpu_g.areas + offsetof(struct pcpu_area, slots) + (uintptr_t)id * sizeof(void *);
+}
+static inline uintptr_t pcpu_slot_ksize(size_t i)
+{
+	return (uintptr_t)pcpu_g.areas + offsetof(struct pcpu_area, ksize) + i * sizeof(void *);
+}
+static inline uintptr_t pcpu_slot_kparts(size_t i)
+{
+	return (uintptr_t)pcpu_g.areas + offsetof(struct pcpu_area, kparts) + i * sizeof(void *);
+}
+
+enum { PCPU_OK, PCPU_NOPART, PCPU_EMPTY };
+/* Pop from this CPU's part at `slot`: PCPU_OK with the object, the part
+ * and the new commit word; PCPU_EMPTY; PCPU_NOPART. */
+static inline __attribute__((always_inline)) int pcpu_pop(uintptr_t slot, void **xp, struct cpu_cache **cp,
+							   uint64_t *ncp)
+{
+#if PCPU_ARCH
+	void *x;
+	struct cpu_cache *c;
+	uint64_t nc;
+	PCPU_ARCH_POP(x, c, nc, slot, pcpu_g.rseq_off, PCPU_AREA_SHIFT, offsetof(struct cpu_cache, pcpu_nc),
+		      offsetof(struct cpu_cache, objs), nopart, empty);
+	*xp = x;
+	*cp = c;
+	*ncp = nc;
+	return PCPU_OK;
+nopart:
+	return PCPU_NOPART;
+empty:
+	return PCPU_EMPTY;
+#else
+	(void)slot, (void)xp, (void)cp, (void)ncp;
+	return PCPU_NOPART;
+#endif
+}
+/* Push x onto this CPU's part at `slot`: true, or false (no part, or full). */
+static inline __attribute__((always_inline)) bool pcpu_push(uintptr_t slot, void *x)
+{
+#if PCPU_ARCH
+	PCPU_ARCH_PUSH(x, slot, pcpu_g.rseq_off, PCPU_AREA_SHIFT, offsetof(struct cpu_cache, pcpu_nc),
+		       offsetof(struct cpu_cache, objs), fail);
+	return true;
+fail:
+	return false;
+#else
+	(void)slot, (void)x;
+	return false;
+#endif
+}
+/* The CPU number this thread last ran on (a hint outside a sequence; for a
+ * thread rseq does not know, a number >= PCPU_MAX_CPUS). */
+static inline unsigned pcpu_cpu_now(void)
+{
+#if PCPU_ARCH
+	return pcpu_arch_cpu(pcpu_g.rseq_off);
+#else
+	return PCPU_MAX_CPUS;
+#endif
+}
+/* This CPU's part at `slot` now, or NULL: outside a sequence, only to read
+ * what every part of the cache has alike (its copies of the cache's
+ * offset, key and stride). */
+static inline struct cpu_cache *pcpu_peek(uintptr_t slot)
+{
+	unsigned cpu = pcpu_cpu_now();
+	if (unlikely(cpu >= PCPU_MAX_CPUS))
+		return NULL;
+	return __atomic_load_n((struct cpu_cache **)(slot + ((uintptr_t)cpu << PCPU_AREA_SHIFT)), __ATOMIC_RELAXED);
+}
+/* KFENCE's look at the clock: when the ops count's low byte passes 0 or 1
+ * (a pop and a push alternate: one of the two is a pop), about once in
+ * 128 to 256 operations, as the thread-local count's wrap. */
+static inline bool pcpu_ops_wrapped(uint64_t nc)
+{
+	return !((uint32_t)(nc >> 32) & 0xfe);
+}
+
 /* ---- the fast paths ------------------------------------------------------ */
 /*
  * Shared by the cache API and the malloc family; each stays on one screen.
@@ -636,8 +804,44 @@ static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_c
 	return cpu_alloc_fast_at(s, c, asked, NULL);
 }
 
+/*
+ * The per-CPU backend's pop for cache `named` from its part at `slot`: the
+ * object (an empty part: the slow path's answer), or NULL with *nopart set
+ * when this CPU has no part there (the caller takes the thread-local
+ * path). The object's double-free mark is scrubbed after the commit, once
+ * it is this thread's. `caller` as for cpu_alloc_fast_at().
+ */
+static inline __attribute__((always_inline)) void *pcpu_alloc_fast(struct uslab_cache *named, uintptr_t slot,
+								 size_t asked, void *caller, bool *nopart)
+{
+	void *x;
+	struct cpu_cache *c;
+	uint64_t nc;
+	int st = pcpu_pop(slot, &x, &c, &nc);
+	if (likely(st == PCPU_OK)) {
+		cpu_fp_scrub(c, x);
+		if (unlikely(pcpu_ops_wrapped(nc)))
+			return pcpu_alloc_wrapped(named, x, asked);   /* a tail call */
+		track_alloc(x, c->cache->object_size);
+		return x;
+	}
+	if (st == PCPU_EMPTY) {
+		if (caller)
+			return slab_alloc_slow(named, &cpu_empty, caller, asked);
+		return slab_alloc_slow_tail(named, &cpu_empty, asked);
+	}
+	*nopart = true;
+	return NULL;
+}
+
 static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
 {
+	if (pcpu_g.on && likely(s->id < PCPU_SLOTS)) {
+		bool nopart = false;
+		void *x = pcpu_alloc_fast(s, pcpu_slot_id(s->id), asked, NULL, &nopart);
+		if (likely(!nopart))
+			return x;
+	}
 	return cpu_alloc_fast(s, cpu_this(s), asked);
 }
 
@@ -715,6 +919,26 @@ static inline __attribute__((always_inline)) void home_free_fast(struct slab *d,
 static inline __attribute__((always_inline)) void slab_free_fast_desc(struct uslab_cache *named, struct slab *d,
 								   void *x, unsigned cid)
 {
+	if (pcpu_g.on && likely(cid < PCPU_SLOTS)) {
+		/* the per-CPU backend: checked and marked with what every part
+		 * of the cache has alike (pcpu_peek), then pushed by a
+		 * sequence; the mark before it, since a restart would find its
+		 * own mark and call it a double free */
+		uintptr_t slot = pcpu_slot_id(cid);
+		struct cpu_cache *p = pcpu_peek(slot);
+		if (likely(p != NULL)) {
+			if (likely(cpu_offset_ok(p, d, ((uintptr_t)x & SLOT_MASK) - d->colour)) &&
+			    likely(cpu_fp_swap(p, x, NULL))) {
+				track_free(x, d->cache->object_size);
+				if (likely(pcpu_push(slot, x)))
+					return;
+				pcpu_free_marked(named, d, x);   /* full, or migrated to a CPU without a part */
+				return;
+			}
+			cpu_free_other(named, d, x);   /* the verdict */
+			return;
+		}
+	}
 	struct cpu_cache *c = cpu_this_id(cid);
 	uint32_t n = c->n;
 	uintptr_t off = ((uintptr_t)x & SLOT_MASK) - d->colour;   /* (SLAB-format slabs start at their colour) */

@@ -95,6 +95,8 @@ static bool decay_cache_locked(struct uslab_cache *s, bool all, struct cpu_cache
 		}
 		c->seen_ops = ops;
 	}
+	/* the parts of CPUs (pcpu.c): drained when idle for a pass, or all */
+	pending |= pcpu_decay(s, all, taken);
 	/* what remote freers sent to parts of exited threads since */
 	for (struct cpu_cache *c = s->cpu_dead; c; c = c->cnext)
 		home_drain_dead(s, c);

@@ -62,6 +62,14 @@ void *slab_alloc_slow(struct uslab_cache *s, struct cpu_cache *c, void *caller, 
 	void *k = kfence_maybe(named, asked, caller);   /* a sample due (kfence.h) */
 	if (unlikely(k))
 		return k;
+	struct cpu_cache *p;
+	if (pcpu_g.on && (p = pcpu_acquire(s)) != NULL) {   /* this CPU's part (pcpu.c) */
+		void *x = sheaf_alloc_slow(s, p);
+		pcpu_release(p);
+		if (likely(x))
+			track_alloc(x, s->object_size);
+		return slab_hand_out(s, x);
+	}
 	if (c->cache != s) {
 		c = cpu_get(s);
 		if (!c)
@@ -144,6 +152,13 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 		return;
 	}
 	fp_check_free(s, slab, x);
+	struct cpu_cache *p;
+	if (pcpu_g.on && (p = pcpu_acquire(s)) != NULL) {   /* this CPU's part (pcpu.c) */
+		track_free(x, s->object_size);
+		sheaf_free_slow(s, p, x);
+		pcpu_release(p);
+		return;
+	}
 	if (!c || c->cache != s) {
 		c = free_cpu_get(s);   /* NULL for exiting threads: they free straight to the slab */
 		if (!c) {

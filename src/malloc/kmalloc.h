@@ -77,7 +77,7 @@ USLAB_HIDDEN void *kmalloc_class_slow(size_t size, struct cpu_cache *c);
  * starts as cpu_empty (nothing to pop): its first use and the class
  * caches' creation go through kmalloc_class_slow().
  */
-static inline __attribute__((always_inline)) void *kmalloc(size_t size)
+static inline __attribute__((always_inline)) void *kmalloc_tls(size_t size)
 {
 	struct cpu_cache *c;
 	if (likely(size < kmalloc_lim.small))
@@ -110,6 +110,35 @@ static inline __attribute__((always_inline)) void *kmalloc(size_t size)
 		return x;
 	}
 	return kmalloc_class_slow(size, c);
+}
+
+/* The same on the per-CPU backend (cpu.h's pcpu_pop): the part by size from
+ * this CPU's area; the thread-local path where the CPU has none. */
+static inline __attribute__((always_inline)) void *kmalloc(size_t size)
+{
+	if (pcpu_g.on) {
+		uintptr_t slot;
+		if (likely(size < kmalloc_lim.small))
+			slot = pcpu_slot_ksize((size + 7) >> 3);
+		else if (size < kmalloc_lim.mid)
+			slot = pcpu_slot_kparts(kmalloc_idx_big[(size + 127) >> 7]);
+		else
+			return kmalloc_slow(size);
+		void *x;
+		struct cpu_cache *c;
+		uint64_t nc;
+		int st = pcpu_pop(slot, &x, &c, &nc);
+		if (likely(st == PCPU_OK)) {
+			cpu_fp_scrub(c, x);
+			if (unlikely(pcpu_ops_wrapped(nc)))
+				return pcpu_alloc_wrapped(c->cache, x, size);
+			track_alloc(x, c->cache->object_size);
+			return x;
+		}
+		if (st == PCPU_EMPTY)
+			return kmalloc_class_slow(size, &cpu_empty);
+	}
+	return kmalloc_tls(size);
 }
 
 /* Usable bytes of object p of slab cache s: the whole stride (the free

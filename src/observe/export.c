@@ -312,7 +312,7 @@ static void cmd_apply(struct export_cmd *c, struct uslab_cache *s, const char *k
 	switch (c->op) {
 	case EXPORT_OP_SET: {
 		unsigned long old = 0;
-		if (uslab_cache_tune_get(s, key, &old) || uslab_cache_tune_set(s, key, (unsigned long)c->value)) {
+		if (uslab_cache_tune_get(s, key, &old) || cache_tune_set_live(cache_root(s), key, (unsigned long)c->value)) {
 			fmt_buf(c->msg, sizeof c->msg, "cache '%s': %s=%llu is out of range or unknown", s->name, key,
 				(unsigned long long)c->value);
 			c->err = EINVAL;

@@ -26,6 +26,7 @@ struct uslab_opts opt = {
 	.cpu_mode = -1,
 	.barn_full = -1,
 	.barn_empty = -1,
+	.cpu_backend = CPU_BACKEND_AUTO,
 };
 
 /* X(name, alias, kind, field, max): kind FLAG sets field to 1 and takes
@@ -155,6 +156,16 @@ static void parse_token(const char *tok, size_t n)
 	unsigned long v = 0;
 	bool has_val = eq != NULL;
 	int mode;
+	if (streq_n(tok, klen, "cpu_backend")) {   /* auto, rseq (per CPU) or tls (per thread) */
+		static const char *const names[] = { "auto", "rseq", "tls" };
+		for (unsigned i = 0; has_val && i < 3; i++)
+			if (streq_n(eq + 1, n - klen - 1, names[i])) {
+				opt.cpu_backend = (int)i;
+				return;
+			}
+		warn(tok, n, "expected cpu_backend=auto, rseq or tls");
+		return;
+	}
 	if (has_val && klen >= 8 && streq_n(eq - 8, 8, "cpu_mode") &&
 	    (mode = cpu_mode_parse(eq + 1, n - klen - 1)) >= 0)
 		v = (unsigned long)mode;   /* a mode by name: slub_cpu_mode=slqb, NAME:cpu_mode=home */

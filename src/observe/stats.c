@@ -53,6 +53,7 @@ static void sum_events_locked(struct uslab_cache *s, uint64_t *ev)
 		ev[USLAB_STAT_ALLOC_PCS] += cpu_ctr(&c->alloc_pcs);
 		ev[USLAB_STAT_FREE_PCS] += cpu_ctr(&c->free_pcs);
 	}
+	pcpu_sum_events(s, ev);   /* the parts of CPUs */
 }
 
 void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *info)
@@ -112,6 +113,7 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 		info->sheaf_objects += __atomic_load_n(&c->n, __ATOMIC_RELAXED) +
 				       atomic_load_explicit(&c->spare_n, memory_order_relaxed);
 	}
+	pcpu_count(s, &info->cpu_parts, &info->sheaf_objects);   /* the parts of CPUs */
 	info->cpu_queue = 0;
 	info->has_ctor = s->ctor != NULL;
 	/* version 3 */
