@@ -158,8 +158,9 @@ USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
 /* Per-CPU modes, the values of the "cpu_mode" tunable (and of
  * USLAB_OPTIONS="slub_cpu_mode=NAME", NAME:cpu_mode=NAME). */
 #define USLAB_CPU_CLASSIC 0  /* "classic": SLUB's CPU slab and CPU partial lists (2011) */
-#define USLAB_CPU_SHEAVES 1  /* "sheaves": per-CPU object arrays and a barn (SLUB+Q 2010, Linux 7.0) */
-#define USLAB_CPU_HOME    2  /* "home": owned slabs, remote frees batched home (the default) */
+#define USLAB_CPU_SHEAVES 1  /* "sheaves": per-CPU object arrays and a barn (SLUB+Q 2010, Linux 7.0); the
+                              * default, with parts of CPUs where rseq runs (uslab_cpu_backend()) */
+#define USLAB_CPU_HOME    2  /* "home": owned slabs, remote frees batched home */
 #define USLAB_CPU_SLQB    3  /* "slqb": SLQB as compared in 2009: home's slabs and a LIFO object queue */
 #define USLAB_CPU_SLAB    4  /* "slab": the kernel's SLAB (mm/slab.c): per-CPU arrays (limit,
                               * batchcount), a shared array, three slab lists, index free lists,

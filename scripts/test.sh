@@ -3,12 +3,16 @@
 # UBSan build and a ThreadSanitizer build, each under CTest; the normal build
 # again with slub_debug on every cache; the operation fuzzer; an ASan
 # build in which ASan itself sees uslab's objects; the normal build (whose
-# caches run the default per-CPU mode, home) again in each other mode:
-# classic (slub_sheaf_capacity=0: SLUB's CPU slabs and CPU partial lists),
-# sheaves, slqb, and slab (slub_cpu_mode=slab:
-# the kernel's SLAB for every cache); and the packaging test.
+# caches run the default per-CPU mode, sheaves, on the per-CPU backend where
+# rseq runs) again in each other mode: classic (slub_sheaf_capacity=0:
+# SLUB's CPU slabs and CPU partial lists), home, slqb, and slab
+# (slub_cpu_mode=slab: the kernel's SLAB for every cache); and the
+# packaging test. The per-CPU backend's fallback (parts of threads) runs
+# the whole suite in the tsan variant (ThreadSanitizer cannot follow a
+# restartable sequence) and the per-CPU tests again with cpu_backend=tls
+# in the normal variant.
 #
-#   bash scripts/test.sh [normal|asan|tsan|debug|classic|sheaves|slqb|slab|fuzz|track|package ...]
+#   bash scripts/test.sh [normal|asan|tsan|debug|classic|home|slqb|slab|fuzz|track|package ...]
 #   (default: all eleven)
 #
 # First, scripts/setup-deps.sh checks what the chosen variants need and, as
@@ -18,13 +22,13 @@
 #
 #   classic: the normal build's CTest suite with USLAB_OPTIONS=slub_sheaf_capacity=0,
 #          without the preload test's kfence part (USLAB_PRELOAD_PARTS).
-#   sheaves, slqb: the same with USLAB_OPTIONS=slub_cpu_mode=sheaves (slqb).
+#   home, slqb: the same with USLAB_OPTIONS=slub_cpu_mode=home (slqb).
 #   slab:  the same with USLAB_OPTIONS=slub_cpu_mode=slab (every cache in slab
 #          mode), the same short preload module list.
 # Tests labelled "slow" (test_fork_many) are left out: ctest -L slow runs them.
 # The bench_run test (label "bench": bench/run.sh --quick and its results
 # file) runs in the normal variant only.
-# The debug and mode variants (classic, sheaves, slqb, slab) run 8 of the preload test's 24 CPython
+# The debug and mode variants (classic, home, slqb, slab) run 8 of the preload test's 24 CPython
 # modules, and every variant reuses the preload test's glibc results.
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
@@ -60,11 +64,11 @@ B=${USLAB_TEST_BUILD_PREFIX:-build-}
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
 
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic sheaves slqb slab fuzz track package)
+[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic home slqb slab fuzz track package)
 for v in "${variants[@]}"; do
 	case $v in
-	normal | asan | tsan | debug | classic | sheaves | slqb | slab | fuzz | track | package) ;;
-	*) echo "test.sh: unknown variant '$v' (normal, asan, tsan, debug, classic, sheaves, slqb, slab, fuzz, track, package)" >&2; exit 2 ;;
+	normal | asan | tsan | debug | classic | home | sheaves | slqb | slab | fuzz | track | package) ;;
+	*) echo "test.sh: unknown variant '$v' (normal, asan, tsan, debug, classic, home, sheaves, slqb, slab, fuzz, track, package)" >&2; exit 2 ;;
 	esac
 done
 
@@ -73,7 +77,7 @@ done
 # classic needs.)
 deps=()
 for v in "${variants[@]}"; do
-	case $v in sheaves | slqb | slab) deps+=(classic) ;; *) deps+=("$v") ;; esac
+	case $v in home | sheaves | slqb | slab) deps+=(classic) ;; *) deps+=("$v") ;; esac
 done
 bash "$ROOT/scripts/setup-deps.sh" "${deps[@]}"
 
@@ -126,7 +130,7 @@ run_variant() {
 	normal) dir=${B}test; san="" ;;
 	debug)  dir=${B}test; san="" ;;
 	classic) dir=${B}test; san="" ;;
-	sheaves | slqb | slab) dir=${B}test; san="" ;;
+	home | sheaves | slqb | slab) dir=${B}test; san="" ;;
 	asan)   dir=${B}asan; san=address ;;
 	tsan)   dir=${B}tsan; san=thread ;;
 	track)   # ASan sees uslab's objects as heap blocks (USLAB_TRACK=asan): test_track only,
@@ -188,13 +192,19 @@ run_variant() {
 		USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_PRELOAD_PARTS="interpose sqlite git python" \
 			USLAB_OPTIONS=slub_sheaf_capacity=0 \
 			run_ctest classic "$dir" -LE 'slow|bench' --output-on-failure -j "$JOBS"
-	elif [ "$name" = sheaves ] || [ "$name" = slqb ] || [ "$name" = slab ]; then
+	elif [ "$name" = home ] || [ "$name" = sheaves ] || [ "$name" = slqb ] || [ "$name" = slab ]; then
 		# every cache in that mode (slab: the kernel's SLAB); kfence as classic
 		USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_PRELOAD_PARTS="interpose sqlite git python" \
 			USLAB_OPTIONS=slub_cpu_mode=$name \
 			run_ctest "$name" "$dir" -LE 'slow|bench' --output-on-failure -j "$JOBS"
 	else
 		run_ctest "$name" "$dir" -LE slow --output-on-failure -j "$JOBS"
+	fi
+	if [ "$name" = normal ]; then
+		# the per-CPU backend's fallback, parts of threads, in the
+		# default mode: the tests of sheaves, per-CPU parts and threads
+		USLAB_OPTIONS=cpu_backend=tls run_ctest normal-tls "$dir" --output-on-failure -j "$JOBS" \
+			-R '^(test_pcpu|test_sheaves|test_stress|test_bulk|test_mixed|test_takeback|test_fork|test_totals_sheaves|example_conn_pool_sheaves)$'
 	fi
 	echo "=== $name: $((SECONDS - t0)) s ==="
 }

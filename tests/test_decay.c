@@ -113,25 +113,37 @@ static size_t settle(void)
 	return test_rss();
 }
 
-/* slqb mode (USLAB_OPTIONS=slub_cpu_mode=slqb): the freeing thread's object
- * queue keeps up to hiwater objects per cache, and they pin their slabs
- * until the thread's next slow path (README: SLQB has no periodic trim
- * here). Then only what the page allocator holds (dirty pages) is checked
- * against the clock. */
-static bool slqb_mode(void)
+/* The mode new caches get (the default, or USLAB_OPTIONS's slub_cpu_mode),
+ * asked of a cache made for the question. */
+static unsigned new_cache_mode(void)
 {
-	const char *o = getenv("USLAB_OPTIONS");
-	return o && (strstr(o, "cpu_mode=slqb") || strstr(o, "cpu_mode=3"));
+	static int mode = -1;
+	if (mode < 0) {
+		struct uslab_cache *c = uslab_cache_create("decay-probe", 64, 0, USLAB_NO_MERGE, NULL);
+		CHECK(c != NULL);
+		struct uslab_cache_info in;
+		cache_info(c, &in);
+		mode = (int)in.cpu_mode;
+		uslab_cache_destroy(c);
+	}
+	return (unsigned)mode;
 }
 
-/* sheaves and slab modes (USLAB_OPTIONS=slub_cpu_mode=sheaves|slab): freed
- * objects wait in per-CPU arrays and the barn, pinning their slabs (the
- * file comment). */
+/* slqb mode: the freeing thread's object queue keeps up to hiwater objects
+ * per cache, and they pin their slabs until the thread's next slow path
+ * (README: SLQB has no periodic trim here). Then only what the page
+ * allocator holds (dirty pages) is checked against the clock. */
+static bool slqb_mode(void)
+{
+	return new_cache_mode() == USLAB_CPU_SLQB;
+}
+
+/* sheaves and slab modes (the default, or slub_cpu_mode=sheaves|slab):
+ * freed objects wait in per-CPU arrays and the barn, pinning their slabs
+ * (the file comment). */
 static bool caching_mode(void)
 {
-	const char *o = getenv("USLAB_OPTIONS");
-	return o && (strstr(o, "cpu_mode=sheaves") || strstr(o, "cpu_mode=slab") || strstr(o, "cpu_mode=1") ||
-		     strstr(o, "cpu_mode=4"));
+	return new_cache_mode() == USLAB_CPU_SHEAVES || new_cache_mode() == USLAB_CPU_SLAB;
 }
 
 static void test_decay_background_thread(void)

@@ -324,6 +324,8 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		s->divmagic = root->divmagic;
 		s->divm32 = root->divm32;
 		s->fp_key = root->fp_key;
+		atomic_store_explicit(&s->per_cpu, atomic_load_explicit(&root->per_cpu, memory_order_relaxed),
+				      memory_order_relaxed);
 		atomic_store_explicit(&s->oo, cache_oo(root), memory_order_relaxed);
 		s->alias_next = root->aliases;
 		root->aliases = s;
@@ -343,6 +345,7 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 	s->refs = 1;
 	cache_tunables(s);
 	options_apply_cache(s);
+	core_hooks.parts_retune(s);   /* (which backend its parts run on) */
 	core_hooks.debug_cache_made(s);
 	s->next = cache_list;
 	if (cache_list)

@@ -220,7 +220,7 @@ struct node {
  *                periodic reap: array.c.
  */
 enum cpu_mode { CPU_CLASSIC = 0, CPU_SHEAVES = 1, CPU_HOME = 2, CPU_SLQB = 3, CPU_SLAB = 4, CPU_NR_MODES };
-#define CPU_MODE_DEFAULT CPU_HOME   /* chosen by measurement: README, "Choosing the default" */
+#define CPU_MODE_DEFAULT CPU_SHEAVES   /* chosen by measurement (on the per-CPU backend): README, "Choosing the default" */
 
 /* ---- a cache (kmem_cache) ---------------------------------------------- */
 struct uslab_cache {
@@ -232,6 +232,9 @@ struct uslab_cache {
 	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
 	uint32_t divm32;           /* ceil(2^32 / size): the same test, and the quotient, for x < 2^16
 	                            * (an offset in a slot: cpu.h's cpu_offset_ok) */
+	/* its CPU parts are CPUs' (the per-CPU backend, cpu/pcpu.c): set when
+	 * made and at every retune, on a real cache and its aliases alike */
+	_Atomic bool per_cpu;
 	struct uslab_cache *real;  /* the cache whose slabs hold the objects: root, or itself */
 	uintptr_t fp_key;          /* random key of free pointer obfuscation */
 	unsigned align;            /* effective alignment */

@@ -15,7 +15,7 @@ void *uslab_cache_alloc(struct uslab_cache *s)
 void *uslab_cache_zalloc(struct uslab_cache *s)
 {
 	void *caller = __builtin_return_address(0), *x;   /* (not tail calls: the memset follows) */
-	bool nopart = !pcpu_g.on || s->id >= PCPU_SLOTS;
+	bool nopart = !atomic_load_explicit(&s->per_cpu, memory_order_relaxed);
 	if (nopart || (x = pcpu_alloc_fast(s, pcpu_slot_id(s->id), 0, caller, &nopart), nopart))
 		x = cpu_alloc_fast_at(s, cpu_this(s), 0, caller);
 	if (x)

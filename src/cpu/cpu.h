@@ -836,7 +836,7 @@ static inline __attribute__((always_inline)) void *pcpu_alloc_fast(struct uslab_
 
 static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
 {
-	if (pcpu_g.on && likely(s->id < PCPU_SLOTS)) {
+	if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed)) {
 		bool nopart = false;
 		void *x = pcpu_alloc_fast(s, pcpu_slot_id(s->id), asked, NULL, &nopart);
 		if (likely(!nopart))
@@ -903,6 +903,50 @@ static inline __attribute__((always_inline)) void home_free_fast(struct slab *d,
 	home_free_fast_c(atomic_load_explicit(&d->owner, memory_order_relaxed), d, x);
 }
 
+/* The per-CPU backend's free checks, with the cache's own offset, key and
+ * stride (every part has copies of them; r: the real cache or an alias of
+ * it, which has the same): x is one of d's objects, and its free-pointer
+ * word does not read as a link; then the word gets the mark. */
+static inline bool pcpu_offset_ok(const struct uslab_cache *r, const struct slab *d, uint32_t off)
+{
+	uint64_t m = (uint64_t)off * r->divm32;
+	return (uint32_t)m < r->divm32 && (uint32_t)(m >> 32) < d->objects;
+}
+static inline bool pcpu_mark(const struct uslab_cache *r, void *x)
+{
+	void **where = (void **)((char *)x + r->offset);
+#if USLAB_HARDENED
+	uintptr_t mask = r->fp_key ^ __builtin_bswap64((uintptr_t)where);
+	if (unlikely(!(((uintptr_t)*where ^ mask) & FP_NOT_LINK)))
+		return false;
+	*where = (void *)mask;   /* NULL, encoded */
+#else
+	*where = NULL;
+#endif
+	return true;
+}
+
+/*
+ * Free of x (of slab d, a live slab of r's) on the per-CPU backend: checked
+ * and marked first, then pushed by a sequence (the mark cannot be in it: a
+ * restart would find its own mark and call it a double free). A push that
+ * cannot finish (main full, or no part on this CPU) goes to the slow path
+ * with x marked; a check that fails gets its verdict there.
+ */
+static inline __attribute__((always_inline)) void pcpu_free_fast(struct uslab_cache *named,
+								 const struct uslab_cache *r, struct slab *d,
+								 void *x, unsigned cid)
+{
+	if (likely(pcpu_offset_ok(r, d, ((uintptr_t)x & SLOT_MASK) - d->colour)) && likely(pcpu_mark(r, x))) {
+		track_free(x, d->cache->object_size);
+		if (likely(pcpu_push(pcpu_slot_id(cid), x)))
+			return;
+		pcpu_free_marked(named, d, x);
+		return;
+	}
+	cpu_free_other(named, d, x);
+}
+
 /*
  * Every other live slab's object: push onto main when it has room
  * (sheaves: any object of the cache, not marked free already), onto the
@@ -919,25 +963,10 @@ static inline __attribute__((always_inline)) void home_free_fast(struct slab *d,
 static inline __attribute__((always_inline)) void slab_free_fast_desc(struct uslab_cache *named, struct slab *d,
 								   void *x, unsigned cid)
 {
-	if (pcpu_g.on && likely(cid < PCPU_SLOTS)) {
-		/* the per-CPU backend: checked and marked with what every part
-		 * of the cache has alike (pcpu_peek), then pushed by a
-		 * sequence; the mark before it, since a restart would find its
-		 * own mark and call it a double free */
-		uintptr_t slot = pcpu_slot_id(cid);
-		struct cpu_cache *p = pcpu_peek(slot);
-		if (likely(p != NULL)) {
-			if (likely(cpu_offset_ok(p, d, ((uintptr_t)x & SLOT_MASK) - d->colour)) &&
-			    likely(cpu_fp_swap(p, x, NULL))) {
-				track_free(x, d->cache->object_size);
-				if (likely(pcpu_push(slot, x)))
-					return;
-				pcpu_free_marked(named, d, x);   /* full, or migrated to a CPU without a part */
-				return;
-			}
-			cpu_free_other(named, d, x);   /* the verdict */
-			return;
-		}
+	struct uslab_cache *r = d->cache;   /* (the cache API knows it from its cache: slab_free_fast) */
+	if (atomic_load_explicit(&r->per_cpu, memory_order_relaxed)) {
+		pcpu_free_fast(named, r, d, x, cid);
+		return;
 	}
 	struct cpu_cache *c = cpu_this_id(cid);
 	uint32_t n = c->n;
@@ -980,7 +1009,10 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 		return;
 	}
 	if (likely(slab_kind(d) == SK_SLAB) && likely(d->cache == s->real)) {
-		slab_free_fast_desc(s, d, x, s->real->id);   /* (= d->cid, without waiting for d) */
+		if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed))
+			pcpu_free_fast(s, s, d, x, s->id);   /* (an alias has its root's id) */
+		else
+			slab_free_fast_desc(s, d, x, s->real->id);   /* (= d->cid, without waiting for d) */
 		return;
 	}
 	cpu_free_other(s, d, x);

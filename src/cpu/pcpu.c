@@ -446,6 +446,12 @@ bool pcpu_decay(struct uslab_cache *s, bool all, unsigned long *taken)
 void pcpu_retune(struct uslab_cache *s)
 {
 	bool keep = pcpu_eligible(s);
+	/* the fast paths' question, on the cache and its aliases (they read
+	 * their own); a stale answer for a moment is harmless: a part that
+	 * is gone sends them to the slow path, which asks again */
+	atomic_store_explicit(&s->per_cpu, keep, memory_order_relaxed);
+	for (struct uslab_cache *a = s->aliases; a; a = a->alias_next)
+		atomic_store_explicit(&a->per_cpu, keep, memory_order_relaxed);
 	for (struct cpu_cache *c = s->pcpu_list; c; c = c->cnext) {
 		pthread_mutex_lock(&c->plock);
 		if (!c->pcpu_retired) {
