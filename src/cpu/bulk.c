@@ -21,8 +21,10 @@
  * pushed there, refilled and flushed a batch at a time.
  *
  * Debug caches and threads without a CPU part go one object at a time.
- * Allocation is all or nothing; every freed object gets the checks of a
- * single free, and the caller's array is left as it was.
+ * Allocation is all or nothing: a failed one gives back what it took
+ * without counting it (the totals count what the program got and gave
+ * back, in every mode); every freed object gets the checks of a single
+ * free, and the caller's array is left as it was.
  */
 #include "cpu.h"
 
@@ -40,6 +42,8 @@ static struct cpu_cache *bulk_cpu(struct uslab_cache *s)
 	slab_cpu_enter(s, c);
 	return c;
 }
+
+static void classic_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
 
 /* Classic: pop the CPU free list, refilling it as needed. */
 static size_t classic_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
@@ -62,11 +66,12 @@ static size_t classic_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, siz
 		}
 		c->freelist = x;
 		if (i < nr && !cpu_slab_refill(s, c)) {
-			/* nothing stays allocated: count what was taken, give it back */
-			stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
-			for (size_t j = 0; opt.hardened && j < i; j++)
-				slab_hand_out(s, objs[j]);
-			uslab_cache_free_bulk(s, i, objs);
+			/* nothing stays allocated: what was taken goes back
+			 * uncounted (the program never had it: neither its
+			 * allocations nor its frees change; ALLOC_FAILED says
+			 * what happened), never handed out under hardened */
+			if (i)
+				classic_free_bulk(s, c, i, objs);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
 			errno = ENOMEM;
 			return 0;
