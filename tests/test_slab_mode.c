@@ -28,6 +28,11 @@
  *                    sharedfactor and shrinks (run under TSan in CI)
  *   fork             a fork while another thread holds objects in its
  *                    array: the child settles it and uses the cache
+ *   validate_index   uslab_cache_validate walks slab mode's lists: a
+ *                    heap overflow from a slab's last object into the
+ *                    index list and bitmap at the slab's end is reported
+ *                    (out-of-range entries, bitmap count), and once the
+ *                    bytes are put back the cache validates clean
  */
 #include "check.h"
 #include "slab.h"   /* struct uslab_cache: the free pointer's offset (the mark word) */
@@ -704,6 +709,84 @@ static void forked(void)
 	uslab_cache_destroy(fk_cache);
 }
 
+/* ---- validate walks the index lists ---------------------------------------------- */
+
+#define VI_SIZE 64   /* on-slab management: objects below 128 bytes */
+
+static void validate_index(void)
+{
+	struct uslab_cache *c = mk_slab("sm_validate", VI_SIZE, 0);
+	if (!c)
+		return;
+	struct uslab_cache_info in;
+	cache_info(c, &in);
+	const size_t slab_bytes = (size_t)4096 << in.order, per = in.objects_per_slab;
+	CHECK(per > 8);
+	/* three slabs' worth, all allocated: then find a slab all of whose
+	 * objects this test holds */
+	const size_t n = 3 * per;
+	void **objs = calloc(n, sizeof *objs);
+	CHECK(objs != NULL);
+	for (size_t i = 0; i < n; i++)
+		CHECK((objs[i] = uslab_cache_alloc(c)) != NULL);
+	uintptr_t base = 0;
+	size_t last = n, mine = 0;
+	for (size_t i = 0; i < n && !base; i++) {
+		uintptr_t b = (uintptr_t)objs[i] & ~(uintptr_t)(slab_bytes - 1);
+		size_t cnt = 0, hi = i;
+		for (size_t j = 0; j < n; j++)
+			if (((uintptr_t)objs[j] & ~(uintptr_t)(slab_bytes - 1)) == b) {
+				cnt++;
+				if ((uintptr_t)objs[j] > (uintptr_t)objs[hi])
+					hi = j;
+			}
+		if (cnt == per) {
+			base = b;
+			last = hi;
+			mine = cnt;
+		}
+	}
+	CHECKF(base, "no slab of %zu objects is wholly this thread's", per);
+	/* half of that slab's other objects back to it (shrink flushes the
+	 * arrays): its index list has free entries */
+	size_t back = 0;
+	for (size_t j = 0; j < n; j++)
+		if (j != last && ((uintptr_t)objs[j] & ~(uintptr_t)(slab_bytes - 1)) == base && back < mine / 2) {
+			uslab_cache_free(c, objs[j]);
+			objs[j] = NULL;
+			back++;
+		}
+	uslab_cache_shrink(c);
+	CHECK_EQ(uslab_cache_validate(c), 0);
+	/* the overflow: from the end of the slab's last object to the end of
+	 * the slab, where its bitmap and index list are */
+	char *from = (char *)objs[last] + VI_SIZE, *to = (char *)base + slab_bytes;
+	CHECK(from < to);
+	size_t len = (size_t)(to - from);
+	char *saved = malloc(len);
+	CHECK(saved != NULL);
+	memcpy(saved, from, len);
+	memset(from, 0xff, len);
+	struct stderr_capture cap;
+	static char text[1 << 14];
+	stderr_capture_begin(&cap);
+	long found = uslab_cache_validate(c);
+	stderr_capture_end(&cap, text, sizeof text);
+	memcpy(from, saved, len);   /* put back before anything else reads them */
+	free(saved);
+	printf("    %zu bytes overwritten past the last object of slab %p: %ld problems\n", len, (void *)base, found);
+	CHECKF(found > 0, "validate found nothing in a corrupted index list");
+	CHECK(strstr(text, "slab mode: index list entry out of range") != NULL);
+	CHECK(strstr(text, "slab mode: bitmap bits set != objects out") != NULL);
+	CHECK_EQ(uslab_cache_validate(c), 0);
+	for (size_t j = 0; j < n; j++)
+		if (objs[j])
+			uslab_cache_free(c, objs[j]);
+	free(objs);
+	CHECK_EQ(uslab_cache_validate(c), 0);
+	destroy_silently(c);
+}
+
 int main(void)
 {
 	check_init("test_slab_mode");
@@ -715,5 +798,6 @@ int main(void)
 	RUN(mode_changes);
 	RUN(stress);
 	RUN(forked);
+	RUN(validate_index);
 	return 0;
 }

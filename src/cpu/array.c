@@ -1055,6 +1055,98 @@ unsigned long array_free_objects_locked(struct uslab_cache *s)
 	return atomic_load_explicit(&s->array.free_objects, memory_order_relaxed);
 }
 
+/* ---- validation (uslab_cache_validate) ----------------------------------------------- */
+
+static long vproblem(struct uslab_cache *s, const char *what, const void *where, unsigned long a, unsigned long b)
+{
+	report_line("validate: cache '%s': slab mode: %s at %p (%lu, %lu)", s->name, what, where, a, b);
+	return 1;
+}
+
+/* One slab off list l (its inuse says which): its index list's free
+ * entries [inuse, objects) name distinct objects whose bitmap bits are
+ * clear, and exactly inuse bits are set. */
+static long validate_slab(struct uslab_cache *s, struct slab *d, int which, unsigned long *free_objs)
+{
+	static const char *const names[] = { "full", "partial", "free" };
+	if (page_kind(d) != PK_SLAB || d->cache != s || !slab_is_array(d))
+		return vproblem(s, "a slab on a list is not a SLAB-format slab of this cache", slab_base(d),
+				(unsigned long)which, 0);
+	unsigned n = d->objects, inuse = inuse_of(d);
+	int want = !inuse ? 2 : inuse == n ? 0 : 1;
+	long problems = 0;
+	if (inuse > n)
+		return vproblem(s, "inuse above the slab's objects", slab_base(d), inuse, n);
+	if (want != which) {
+		report_line("validate: cache '%s': slab mode: slab %p with %u of %u objects out is on the %s list, "
+			    "not the %s list", s->name, slab_base(d), inuse, n, names[which], names[want]);
+		problems++;
+	}
+	const uint8_t *bm = bitmap_of(d);
+	const void *ix = index_of(d);
+	unsigned set = 0;
+	for (unsigned i = 0; i < n; i++)
+		set += (bm[i >> 3] >> (i & 7)) & 1;
+	if (set != inuse)
+		problems += vproblem(s, "bitmap bits set != objects out", slab_base(d), set, inuse);
+	/* free entries: in range, bit clear, each once (a bit set while
+	 * walking marks the ones seen; cleared again below) */
+	uint8_t seen[(SLAB_MAX_OBJECTS + 7) / 8];
+	memset(seen, 0, (n + 7) / 8);
+	for (unsigned k = inuse; k < n; k++) {
+		unsigned i = idx_get(d, ix, k);
+		if (i >= n) {
+			problems += vproblem(s, "index list entry out of range", slab_base(d), k, i);
+			continue;
+		}
+		if ((bm[i >> 3] >> (i & 7)) & 1)
+			problems += vproblem(s, "index list names an object whose bitmap bit says it is out",
+					     (char *)slab_first(s, d) + (size_t)i * s->size, k, i);
+		if ((seen[i >> 3] >> (i & 7)) & 1)
+			problems += vproblem(s, "index list names an object twice",
+					     (char *)slab_first(s, d) + (size_t)i * s->size, k, i);
+		seen[i >> 3] |= (uint8_t)(1U << (i & 7));
+	}
+	*free_objs += n - inuse;
+	return problems;
+}
+
+long array_validate_locked(struct uslab_cache *s)
+{
+	struct array_node *a = node_lists(s, this_nid());
+	struct slab_list *lists[] = { &a->full, &a->partial, &a->free };
+	_Atomic unsigned long *counts[] = { &a->nr_full, &a->nr_partial, &a->nr_free };
+	long problems = 0;
+	unsigned long free_objs = 0;
+	for (int l = 0; l < 3; l++) {
+		unsigned long k = 0, limit = (unsigned long)atomic_load_explicit(&a->nr_slabs, memory_order_relaxed) + 1;
+		struct slab *prev = NULL;
+		for (struct slab *d = lists[l]->head; d; prev = d, d = d->next) {
+			if (++k > limit) {
+				problems += vproblem(s, "list longer than the slabs that exist (a loop?)", lists[l],
+						     (unsigned long)l, limit);
+				break;
+			}
+			if (d->prev != prev)
+				problems += vproblem(s, "list link back does not name the slab before", slab_base(d),
+						     (unsigned long)l, k);
+			problems += validate_slab(s, d, l, &free_objs);
+			if (!d->next && lists[l]->tail != d)
+				problems += vproblem(s, "list tail is not its last slab", slab_base(d), (unsigned long)l,
+						     k);
+		}
+		if (!lists[l]->head && lists[l]->tail)
+			problems += vproblem(s, "empty list with a tail", lists[l], (unsigned long)l, 0);
+		if (k <= limit && k != atomic_load_explicit(counts[l], memory_order_relaxed))
+			problems += vproblem(s, "list count does not match the list", lists[l], k,
+					     atomic_load_explicit(counts[l], memory_order_relaxed));
+	}
+	if (free_objs != atomic_load_explicit(&a->free_objects, memory_order_relaxed))
+		problems += vproblem(s, "free_objects does not match the lists", a, free_objs,
+				     atomic_load_explicit(&a->free_objects, memory_order_relaxed));
+	return problems;
+}
+
 bool array_reap(struct uslab_cache *s, bool all)
 {
 	struct array_node *a = &s->array;

@@ -9,6 +9,9 @@
  *    the counters (other threads may only push to it meanwhile, and the
  *    snapshot's chain cannot lose objects while the lock is held);
  *  - the calling thread's own CPU free list and CPU slab;
+ *  - slab mode's lists, under the node lock (array.c): each slab on the
+ *    list its inuse says, its index list's free entries distinct, in
+ *    range and clear in its bitmap, the bitmap's count, the list counts;
  *  - the node's slab and object counts against the slabs found.
  * Each problem is reported once, as one line.
  */
@@ -98,6 +101,9 @@ long uslab_cache_validate(struct uslab_cache *cache)
 	if (listed != atomic_load_explicit(&n->nr_partial, memory_order_relaxed))
 		problem(&v, "nr_partial does not match the partial list", s, listed,
 			atomic_load_explicit(&n->nr_partial, memory_order_relaxed));
+	/* slab mode's lists (the same lock; empty for a cache that never ran
+	 * in slab mode) */
+	v.problems += array_validate_locked(s);
 	/* Slabs are created and freed by threads that hold no lock of ours
 	 * here; with the node lock held the counts can still move, so they
 	 * are compared only when the cache is quiet enough to agree twice. */
