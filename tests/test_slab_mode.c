@@ -28,6 +28,15 @@
  *                    sharedfactor and shrinks (run under TSan in CI)
  *   fork             a fork while another thread holds objects in its
  *                    array: the child settles it and uses the cache
+ *   contention       sh6bench's pattern on one cache from 4 threads: runs
+ *                    of hundreds of allocations, freed in order and in
+ *                    reverse, that overflow the arrays and the shared
+ *                    array, so that the node lock and the shared array's
+ *                    lock are contended (taken by spinning, then
+ *                    sleeping: array.c), while a validator walks the
+ *                    lists; objects intact, counts exact, and the CPU
+ *                    count read at most once a second, not per batch freed
+ *                    (run under TSan in CI)
  *   validate_index   uslab_cache_validate walks slab mode's lists: a
  *                    heap overflow from a slab's last object into the
  *                    index list and bitmap at the slab's end is reported
@@ -35,6 +44,7 @@
  *                    bytes are put back the cache validates clean
  */
 #include "check.h"
+#include "os.h"     /* os_ncpus_reads() */
 #include "slab.h"   /* struct uslab_cache: the free pointer's offset (the mark word) */
 
 #include <stdatomic.h>
@@ -657,6 +667,82 @@ static void stress(void)
 	}
 }
 
+/* ---- contention on the node lock (TSan) --------------------------------------------------- */
+
+#define CT_THREADS 4
+#define CT_RUN 600
+static struct uslab_cache *ct_cache;
+static _Atomic int ct_stop;
+static _Atomic unsigned long ct_objs;
+
+static void *ct_worker(void *arg)
+{
+	uint64_t id = (uintptr_t)arg;
+	void *run[CT_RUN];
+	for (unsigned r = 0; !atomic_load(&ct_stop); r++) {
+		for (unsigned i = 0; i < CT_RUN; i++) {
+			uint64_t *p = uslab_cache_alloc(ct_cache);
+			CHECK(p != NULL);
+			p[0] = (uintptr_t)p ^ id;
+			p[2] = i;
+			run[i] = p;
+		}
+		for (unsigned k = 0; k < CT_RUN; k++) {
+			unsigned i = r & 1 ? CT_RUN - 1 - k : k;   /* in order, then in reverse */
+			uint64_t *p = run[i];
+			CHECK(p[0] == ((uintptr_t)p ^ id) && p[2] == i);
+			uslab_cache_free(ct_cache, p);
+		}
+		atomic_fetch_add_explicit(&ct_objs, CT_RUN, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static void contention(void)
+{
+	/* small arrays and one shared batch: most batches go through the
+	 * node lock */
+	ct_cache = mk_slab("slabmode-contention", 24, 0);
+	if (!ct_cache)
+		return;
+	tset(ct_cache, "limit", 16);
+	tset(ct_cache, "batchcount", 8);
+	tset(ct_cache, "sharedfactor", 1);
+	atomic_store(&ct_stop, 0);
+	atomic_store(&ct_objs, 0);
+	uint64_t reads0 = os_ncpus_reads();
+	double t0 = check_now();
+	pthread_t t[CT_THREADS];
+	for (uintptr_t i = 0; i < CT_THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, ct_worker, (void *)(i + 1)) == 0);
+	double end = t0 + SCALE(2.0, 4.0);
+	unsigned validations = 0;
+	while (check_now() < end) {
+		CHECK_EQ(uslab_cache_validate(ct_cache), 0);   /* the lists under the same lock */
+		validations++;
+		struct timespec ts = { 0, 20000000 };
+		nanosleep(&ts, NULL);
+	}
+	atomic_store(&ct_stop, 1);
+	for (int i = 0; i < CT_THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	double secs = check_now() - t0;
+	uint64_t reads = os_ncpus_reads() - reads0;
+	struct uslab_cache_info in;
+	cache_info(ct_cache, &in);
+	printf("    %lu objects through %d threads in %.1f s, %" PRIu64 " node-lock acquisitions, %u validations, "
+	       "%" PRIu64 " reads of the CPU count\n",
+	       atomic_load(&ct_objs), CT_THREADS, secs, in.events[USLAB_STAT_NODE_LOCK], validations, reads);
+	CHECK(in.events[USLAB_STAT_NODE_LOCK] > 1000);   /* the lock was taken, often */
+	/* sysconf(_SC_NPROCESSORS_ONLN) is three system calls: read once
+	 * and then at most once a second (the node reap), never per batch */
+	CHECKF(reads <= 2 + (uint64_t)secs, "the CPU count was read %" PRIu64 " times in %.1f s", reads, secs);
+	CHECK_EQ(cache_active(ct_cache), 0);
+	CHECK_EQ(uslab_cache_validate(ct_cache), 0);
+	CHECK_EQ(uslab_cache_shrink(ct_cache), 0);
+	uslab_cache_destroy(ct_cache);
+}
+
 /* ---- fork -------------------------------------------------------------------------------- */
 
 static struct uslab_cache *fk_cache;
@@ -797,6 +883,7 @@ int main(void)
 	RUN(reap);
 	RUN(mode_changes);
 	RUN(stress);
+	RUN(contention);
 	RUN(forked);
 	RUN(validate_index);
 	return 0;

@@ -112,10 +112,47 @@ static inline struct array_node *node_lists(struct uslab_cache *s, unsigned nid)
 	(void)nid;
 	return &s->array;
 }
+
+/* ---- locks ------------------------------------------------------------------------ */
+/*
+ * The kernel's SLAB takes its list_lock and the shared array's lock as
+ * spinlocks: a waiter never sleeps, and a holder holds one for a batch of
+ * index-list work (a microsecond or two). The locks here are pthread
+ * mutexes, whose waiter sleeps on a futex at the first failed attempt and
+ * costs the holder a futex wake at unlock: sh6bench's pattern (runs of
+ * hundreds of frees of one size, two threads, one node lock per cache)
+ * made tens of thousands of such sleeps a second (issue 25). So a waiter
+ * tries again for about a hold's time, backing off, before it sleeps; with
+ * more threads than CPUs a holder may be off its CPU, and the bound keeps
+ * a spin from costing more than the sleep it avoids.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#define spin_pause() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define spin_pause() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define spin_pause() __asm__ __volatile__("" ::: "memory")
+#endif
+#ifndef ARRAY_SPIN_ROUNDS
+#define ARRAY_SPIN_ROUNDS 8   /* attempts; the pauses between double: 255 in all */
+#endif
+
+static void lock_spin(pthread_mutex_t *m)
+{
+	for (unsigned r = 0; r < ARRAY_SPIN_ROUNDS; r++) {
+		if (!pthread_mutex_trylock(m))
+			return;
+		for (unsigned k = 1U << r; k; k--)
+			spin_pause();
+	}
+	pthread_mutex_lock(m);
+}
+
 static inline void node_lock(struct uslab_cache *s, struct cpu_cache *c, unsigned nid)
 {
 	(void)nid;
-	slab_node_lock(s, c);
+	lock_spin(&s->node.list_lock);
+	stat_inc(s, c, USLAB_STAT_NODE_LOCK);
 }
 static inline void node_unlock(struct uslab_cache *s, unsigned nid)
 {
@@ -393,6 +430,19 @@ static unsigned take_from(struct uslab_cache *s, struct slab *d, void **objs, un
 	return k;
 }
 
+/* The lines put_back will write for x: its bitmap byte and the index
+ * slot at the top of the list (if no other free comes first). Taken before
+ * the node lock, with the descriptor just read to sort x: the misses of a
+ * chunk of frees overlap, and are not paid inside the lock hold (the
+ * bitmap load was a third of array_free_objs' time in sh8bench). */
+static inline void mgmt_prefetch(const struct uslab_cache *s, const struct slab *d, const void *x)
+{
+	unsigned i = obj_index(s, d, x), inuse = inuse_of(d);
+	__builtin_prefetch(bitmap_of(d) + (i >> 3), 1);
+	if (inuse)
+		__builtin_prefetch((char *)index_of(d) + (size_t)(inuse - 1) * isz_of(d->objects), 1);
+}
+
 /* x (an object of d, unlisted) back onto d's index list (slab_put_obj). */
 static void put_back(struct uslab_cache *s, struct slab *d, void *x)
 {
@@ -489,7 +539,8 @@ static void discard_all(struct uslab_cache *s, struct cpu_cache *c, struct slab 
 }
 
 /* The free limit of node a: free objects kept in free slabs beyond which
- * free_block gives free slabs back at once. */
+ * free_block gives free slabs back at once. (os_ncpus() is a load: it
+ * used to be sysconf(), three system calls under the node lock.) */
 static unsigned long free_limit(struct uslab_cache *s)
 {
 	return (1UL + os_ncpus()) * TUNE(s, batchcount) + layout_of(s).num;
@@ -503,9 +554,17 @@ static void free_block(struct uslab_cache *s, struct array_node *a, void *const 
 	for (unsigned k = 0; k < n; k++) {
 		void *x = objs[k];
 		struct slab *d = page_obj_slab(x);
-		list_take(a, d);
+		unsigned inuse = inuse_of(d);
+		/* The kernel moves the slab to the partial list's tail at every
+		 * free (the most time for its other objects to come back). A
+		 * slab that stays partial and is the tail already stays put:
+		 * the same order, without touching its neighbours' lines. */
+		bool stays = inuse > 1 && inuse < d->objects && a->partial.tail == d;
+		if (!stays)
+			list_take(a, d);
 		put_back(s, d, x);
-		list_put(a, d);
+		if (!stays)
+			list_put(a, d);
 	}
 	cnt_add(&a->free_objects, n);
 	unsigned long lim = free_limit(s);
@@ -541,6 +600,7 @@ void array_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *ob
 			if (!slab_is_array(d)) {
 				other[ko++] = x;   /* a slab of the other layout (a mode change): the core's */
 			} else if (likely(slab_nid(d) == local)) {
+				mgmt_prefetch(s, d, x);
 				mine[km++] = x;
 			} else {
 				if (ka && slab_nid(d) != anid)
@@ -666,7 +726,7 @@ static void batch_recycle(struct uslab_cache *s, struct cpu_cache *c, struct she
 		return;
 	}
 	if (atomic_load_explicit(&b->nr_empty, memory_order_relaxed) < TUNE(s, barn_empty_max)) {
-		pthread_mutex_lock(&b->lock);
+		lock_spin(&b->lock);
 		unsigned ne = atomic_load_explicit(&b->nr_empty, memory_order_relaxed);
 		if (ne < TUNE(s, barn_empty_max)) {
 			sh->next = b->empty;
@@ -734,7 +794,7 @@ static struct sheaf *batch_empty(struct uslab_cache *s, struct cpu_cache *c, uns
 	if (sh)
 		batch_recycle(s, NULL, sh);   /* too small: to the barn or freed */
 	while (atomic_load_explicit(&b->nr_empty, memory_order_relaxed)) {
-		pthread_mutex_lock(&b->lock);
+		lock_spin(&b->lock);
 		sh = b->empty;
 		if (sh) {
 			b->empty = sh->next;
@@ -759,7 +819,7 @@ static struct sheaf *shared_take(struct uslab_cache *s, struct cpu_cache *c)
 	struct barn *b = &s->node.barn;
 	if (!atomic_load_explicit(&b->nr_full, memory_order_relaxed))
 		return NULL;   /* racy peek: a miss only means the slab lists */
-	pthread_mutex_lock(&b->lock);
+	lock_spin(&b->lock);
 	struct sheaf *sh = b->full;
 	if (sh) {
 		b->full = sh->next;
@@ -809,7 +869,7 @@ static bool shared_put(struct uslab_cache *s, struct cpu_cache *c, void *const *
 	memcpy(sh->objects, objs, n * sizeof(void *));
 	sh->size = n;
 	bool ok = false;
-	pthread_mutex_lock(&b->lock);
+	lock_spin(&b->lock);
 	unsigned nf = atomic_load_explicit(&b->nr_full, memory_order_relaxed);
 	if (nf < sf) {
 		sh->next = b->full;
@@ -1043,9 +1103,9 @@ unsigned long array_shrink(struct uslab_cache *s)
 	struct slab *discard = NULL;
 	if (!atomic_load_explicit(&a->nr_free, memory_order_relaxed))
 		return 0;
-	slab_node_lock(s, NULL);
+	node_lock(s, NULL, this_nid());
 	unsigned long k = drain_free_locked(a, ~0UL, &discard);
-	slab_node_unlock(s);
+	node_unlock(s, this_nid());
 	discard_all(s, NULL, discard);
 	return k;
 }
@@ -1160,6 +1220,7 @@ bool array_reap(struct uslab_cache *s, bool all)
 	uint64_t now = os_now_ms(), due = atomic_load_explicit(&a->next_reap, memory_order_relaxed);
 	if (now >= due && atomic_compare_exchange_strong_explicit(&a->next_reap, &due, now + REAP_NODE_MS,
 								  memory_order_acq_rel, memory_order_relaxed)) {
+		os_ncpus_recheck();   /* (the free limit follows the CPU count: hotplug) */
 		/* the shared array, if no refill took from it since the last
 		 * reap: about a fifth of its capacity */
 		unsigned long gets = atomic_load_explicit(&b->gets, memory_order_relaxed);
@@ -1177,12 +1238,12 @@ bool array_reap(struct uslab_cache *s, bool all)
 		/* free slabs: a fifth of the free limit's worth, unless a
 		 * refill took a free slab since the last reap */
 		struct slab *discard = NULL;
-		slab_node_lock(s, NULL);
+		node_lock(s, NULL, this_nid());
 		if (a->free_touched)
 			a->free_touched = false;
 		else
 			drain_free_locked(a, (free_limit(s) + 5UL * layout_of(s).num - 1) / (5UL * layout_of(s).num), &discard);
-		slab_node_unlock(s);
+		node_unlock(s, this_nid());
 		discard_all(s, NULL, discard);
 	}
 	return atomic_load_explicit(&a->nr_free, memory_order_relaxed) ||
