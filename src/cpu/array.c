@@ -360,14 +360,18 @@ static struct slab_list *list_of(struct array_node *a, const struct slab *d, uns
 	return &a->partial;
 }
 
-/* Onto its list (by its inuse): free slabs at the head (the kernel's
- * list_add), partial ones at the tail, full ones at the head. */
-static void list_put(struct array_node *a, struct slab *d)
+/* Onto its list (by its inuse): free and full slabs at the head (the
+ * kernel's list_add); partial ones at the tail after a free (free_block's
+ * list_add_tail: the most time for its other objects to come back), at
+ * the head after a refill took from it (fixup_slab_list's list_add), so
+ * that the next refill goes on with the same slab until it is full rather
+ * than taking a batch from each partial slab in turn. */
+static void list_put_as(struct array_node *a, struct slab *d, bool refilled)
 {
 	unsigned inuse = inuse_of(d);
 	_Atomic unsigned long *cnt;
 	struct slab_list *l = list_of(a, d, inuse, &cnt);
-	if (inuse && inuse < d->objects) {
+	if (inuse && inuse < d->objects && !refilled) {
 		d->next = NULL;
 		d->prev = l->tail;
 		if (l->tail)
@@ -385,6 +389,10 @@ static void list_put(struct array_node *a, struct slab *d)
 		l->head = d;
 	}
 	cnt_add(cnt, 1);
+}
+static void list_put(struct array_node *a, struct slab *d)
+{
+	list_put_as(a, d, false);
 }
 
 /* Off its list (by its inuse, unchanged since it was put there). */
@@ -665,7 +673,7 @@ static unsigned take_objects(struct uslab_cache *s, struct cpu_cache *c, void **
 			}
 			list_take(a, d);
 			got += take_from(s, d, objs + got, want - got, to_caller);
-			list_put(a, d);
+			list_put_as(a, d, true);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
 		}
 		cnt_add(&a->free_objects, -(long)got);
@@ -678,7 +686,7 @@ static unsigned take_objects(struct uslab_cache *s, struct cpu_cache *c, void **
 		return 0;
 	node_lock(s, c, this_nid());
 	got = take_from(s, d, objs, want, to_caller);
-	list_put(a, d);
+	list_put_as(a, d, true);
 	cnt_add(&a->free_objects, (long)d->objects - (long)got);
 	node_unlock(s, this_nid());
 	return got;
