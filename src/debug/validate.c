@@ -19,6 +19,7 @@
 #include "debug.h"
 
 #include <errno.h>
+#include <time.h>
 
 struct vstate {
 	struct uslab_cache *s;
@@ -113,14 +114,26 @@ long uslab_cache_validate(struct uslab_cache *cache)
 	long ns = atomic_load_explicit(&n->nr_slabs, memory_order_relaxed);
 	long no = atomic_load_explicit(&n->total_objects, memory_order_relaxed);
 	pthread_mutex_unlock(&n->list_lock);
-	if (ns != v.slabs || no != v.objects) {
+	/* A slab is counted a moment before the page walk can see it (made)
+	 * and after it no longer can (discarded): a thread preempted in
+	 * between makes a walk and quiet counts disagree for as long as it
+	 * stays off its CPU. So disagreement is a problem only if it holds,
+	 * with the counts unchanged, over several walks some milliseconds
+	 * apart (about 40 ms in all). */
+	for (int tries = 0; ns != v.slabs || no != v.objects; tries++) {
 		struct vstate again = { .s = s };
 		page_for_each_slab(check_slab, &again);   /* counts only; problems were reported above */
 		long ns2 = atomic_load_explicit(&n->nr_slabs, memory_order_relaxed);
 		long no2 = atomic_load_explicit(&n->total_objects, memory_order_relaxed);
-		if (ns2 == ns && no2 == no && (again.slabs != ns || again.objects != no))
+		if (ns2 != ns || no2 != no || (again.slabs == ns && again.objects == no))
+			break;   /* moving, or they agree now */
+		if (tries == 8) {
 			problem(&v, "node slab/object counts disagree with the slabs found", s,
 				(unsigned long)again.slabs, (unsigned long)ns);
+			break;
+		}
+		struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);
 	}
 	return v.problems;
 }
