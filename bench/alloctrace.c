@@ -541,6 +541,7 @@ static int cmp_f(const void *a, const void *b)
 
 __attribute__((destructor)) static void report(void)
 {
+	in_shim++;   /* qsort may allocate: not through the census, whose lock this holds */
 	pthread_mutex_lock(&lock);
 	unsigned k = nsamples;
 	double held = 0, live = 0, partial = 0, classes = 0, fill = 0, per = 0;
@@ -570,6 +571,7 @@ __attribute__((destructor)) static void report(void)
 			   win_n ? (double)win_pages / (double)win_n : 0.0, win_n ? (double)win_slabs / (double)win_n : 0.0,
 			   k, classes, held, live, partial, per, fill, overflow ? " (tables overflowed: census partial)" : "");
 	pthread_mutex_unlock(&lock);
+	in_shim--;
 	const char *out = getenv("ALLOCTRACE_OUT");
 	int fd = out && *out ? open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : 2;
 	if (fd >= 0 && len > 0) {
