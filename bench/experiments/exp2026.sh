@@ -30,7 +30,9 @@
 #
 # Per workload and configuration:
 #   time, peak RSS   medians of --reps runs (memtime), interleaved, the
-#                    order rotating;
+#                    order rotating; and voluntary context switches per
+#                    second (sleeps on locks: uhackbench's threads also
+#                    sleep on its rings by design);
 #   minor faults     forkexec's parent, per fork (copies of pages written
 #                    since the last fork);
 #   census           one more run under bench/alloctrace.so (not timed),
@@ -141,6 +143,7 @@ timed() {
 	fi
 	rec time "$w" "$c" s "$sec"
 	rec time "$w" "$c" rss_kib "$kib"
+	rec time "$w" "$c" vcs_per_s "$(awk -v v="${vcs:-0}" -v s="$sec" 'BEGIN { printf "%.0f", s > 0 ? v / s : 0 }')"
 	local f
 	f=$(awk '/minor faults per fork/ { print $NF }' "$OUTF")
 	[ -z "$f" ] || rec time "$w" "$c" faults_per_fork "$f"
@@ -270,10 +273,10 @@ p("Time and peak RSS: medians (spread = (max - min) / median over the repetition
   "fill = live blocks / slots of the partial slabs; held = slabs uslab has, live = slabs holding a live block; "
   "slabs/pages per 1000 = distinct slabs / 4 KiB pages that each window of 1,000 allocations lands on.")
 p()
-hdr = ("| workload | mode | time (s) | spread | peak RSS (MiB) | faults/fork | partial slabs | per cache | fill "
-       "| slabs held | slabs live | slabs /1000 allocs | pages /1000 allocs |")
+hdr = ("| workload | mode | time (s) | spread | peak RSS (MiB) | vol. switches /s | faults/fork | partial slabs | per cache "
+       "| fill | slabs held | slabs live | slabs /1000 allocs | pages /1000 allocs |")
 p(hdr)
-p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 def fmt(v, f="%.3f"):
     return "-" if v is None else f % v
 for w in order_w:
@@ -284,8 +287,9 @@ for w in order_w:
         rss = med(T.get((w, c, "rss_kib"), []))
         ff = med(T.get((w, c, "faults_per_fork"), []))
         g = lambda k: C.get((w, c, k))
-        p("| %s | %s | %s | %.0f %% | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            w, c, fmt(med(t)), spread(t), fmt(rss / 1024 if rss else None, "%.1f"), fmt(ff, "%.0f"),
+        p("| %s | %s | %s | %.0f %% | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            w, c, fmt(med(t)), spread(t), fmt(rss / 1024 if rss else None, "%.1f"),
+            fmt(med(T.get((w, c, "vcs_per_s"), [])), "%.0f"), fmt(ff, "%.0f"),
             fmt(g("partial_slabs"), "%.0f"), fmt(g("partial_per_class"), "%.1f"), fmt(g("partial_fill"), "%.2f"),
             fmt(g("slabs_held"), "%.0f"), fmt(g("slabs_live"), "%.0f"), fmt(g("slabs_per_1000"), "%.1f"),
             fmt(g("pages_per_1000"), "%.1f")))
