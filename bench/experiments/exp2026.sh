@@ -143,7 +143,7 @@ timed() {
 	fi
 	rec time "$w" "$c" s "$sec"
 	rec time "$w" "$c" rss_kib "$kib"
-	rec time "$w" "$c" vcs_per_s "$(awk -v v="${vcs:-0}" -v s="$sec" 'BEGIN { printf "%.0f", s > 0 ? v / s : 0 }')"
+	rec time "$w" "$c" vcs_per_s "$(awk -v v="${vcs:-0}" -v s="$sec" 'BEGIN { printf "%.0f", (s > 0 ? v / s : 0) }')"   # (parenthesised: a bare > is a redirection in awk)
 	local f
 	f=$(awk '/minor faults per fork/ { print $NF }' "$OUTF")
 	[ -z "$f" ] || rec time "$w" "$c" faults_per_fork "$f"
