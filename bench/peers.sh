@@ -298,6 +298,7 @@ if [ $save = 1 ]; then
 		echo "# bench/peers.sh $(date -u +%Y-%m-%dT%H:%MZ)"
 		echo
 		echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(uname -r)."
+		echo "uslab: commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$([ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] || echo ' (with uncommitted changes)')$([ -z "$baselib" ] || echo "; base: $baselib")."
 		echo "Command: bench/peers.sh $([ $quick = 1 ] && echo --quick) --reps $reps --peers \"$peers\"; USLAB_OPTIONS=\"${USLAB_OPTIONS:-}\"; medians; ratios to $base."
 		echo
 		echo "$TABLE"
