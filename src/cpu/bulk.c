@@ -125,6 +125,15 @@ static NOINLINE size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void
 			if (!objs[got]) {
 				int e = errno;
 				uslab_cache_free_bulk(s, got, objs);
+				/* nothing stays allocated: the objects taken were
+				 * counted one by one as they came and went (the debug
+				 * and part-less paths count as they go); take those
+				 * counts back, so that the totals, as in every mode,
+				 * count only what the program got (ALLOC_FAILED says
+				 * what happened). Unsigned counters: adding the
+				 * negation subtracts. */
+				stat_add(s, NULL, s->debug ? USLAB_STAT_ALLOC_BULK : USLAB_STAT_ALLOC_SLOWPATH, -(uint64_t)got);
+				stat_add(s, NULL, USLAB_STAT_FREE_BULK, -(uint64_t)got);
 				errno = e;
 				memset(objs, 0, nr * sizeof(void *));
 				return 0;
