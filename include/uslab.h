@@ -240,7 +240,9 @@ USLAB_API void uslab_cache_free_bulk(struct uslab_cache *cache, size_t nr, void 
 /*
  * Check every slab of the cache: each slab belongs to the cache, its free
  * list is sane (objects on boundaries, no loops, length agrees with the
- * counters), the node counts agree. Each problem is reported once on
+ * counters), the node counts agree; in slab mode each slab is on the list
+ * its count says and its index list and bitmap agree (entries in range,
+ * distinct, not marked out). Each problem is reported once on
  * stderr ("uslab: validate: ..."). Returns the number of problems found
  * (0 for a sound cache), or -1 with errno EINVAL for NULL. Slabs held by
  * other live threads' CPU parts are checked as far as their shared state
