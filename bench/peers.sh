@@ -7,7 +7,7 @@
 #
 #   bench/peers.sh [--quick] [--reps N] [--peers "glibc jemalloc tcmalloc mimalloc uslab uslab+OPTS uslab@DIR"]
 #                  [--workloads "uhackbench larson ..."] [--no-install] [--no-chart] [--no-save]
-#                  [--raw FILE]
+#                  [--raw FILE] [--base-lib LIB]
 #
 # Workloads (bench/mbench/*.c, plain malloc/free programs, and uhackbench):
 #   uhackbench     bench/uhackbench --mode malloc, 10 groups (messages of 256 B)
@@ -28,17 +28,31 @@
 #                  4 KiB) into it, 20 M times per thread
 #   smallloop      one thread, 16..64 B: malloc+free pairs and bursts of
 #                  8..64 blocks freed LIFO or FIFO
-#   shbench2, shbench8  SmartHeap style: 2 (8) threads, each allocating
-#                  batches of 1000 blocks of 1..1000 B and freeing them in
-#                  an order that varies by round (as allocated, reversed,
-#                  interleaved, shuffled); no block crosses threads
+#   sh6bench2, sh6bench8  MicroQuill's sh6bench pattern (mbench/shbench.c):
+#                  2 (8) threads, each a ring of 10000/threads blocks of a
+#                  fixed schedule of sizes 1..709 B (runs of 50-250 of one
+#                  size), freed a ring at a time, four fifths in allocation
+#                  order and in reverse; no block crosses threads; 4000
+#                  of the original's 10000 passes
+#   sh8bench2, sh8bench8  sh8bench's pattern: the same ring with sh8's size
+#                  histogram (8 B .. 165 KiB), while the main thread
+#                  allocates 2 M 8-byte blocks that the workers free;
+#                  a fifth of the original's iterations and foreign blocks
+#   xmalloc2, xmalloc8  Lever and Boreham's producer/consumer (xmalloc-test):
+#                  1 (4) producers allocate batches of 4096 64-byte blocks
+#                  that 1 (4) consumers free, through one stack of at most
+#                  100 batches (the threads sleep on it by design)
+#   simple         glibc's bench-malloc-simple: one thread at a time, runs
+#                  of 25..1600 blocks of 16, 32, 64 B freed in order
 #   handoff        8 threads at a time (more than the CPUs) allocate 4000
 #                  blocks of 16..512 B each, free what the last generation's
 #                  threads left them, leave theirs for the next, and exit
 #
 # Prints a table: per workload and allocator the median time and peak RSS
 # with their ratio to mimalloc, and a geometric-mean row (over workloads) of
-# the ratios; writes it with the raw samples to bench/results/<date>-peers.md
+# the ratios; and a table of voluntary context switches per second of run
+# time (getrusage's ru_nvcsw over the wall time, median: sleeps on a lock,
+# a condition variable or I/O); writes it with the raw samples to bench/results/<date>-peers.md
 # and a PNG chart beside it (needs python3-matplotlib; skipped with a
 # message if it is missing). Missing peers are installed from Debian packages
 # (libjemalloc2, libtcmalloc-minimal4, libmimalloc2.0) when apt-get can, and
@@ -49,8 +63,10 @@
 # build directory is build-bench (USLAB_BENCH_BUILD=dir to change).
 # USLAB_OPTIONS in the environment reaches every run (uslab's runs are the
 # ones it changes). --raw FILE also appends each sample, as a line
-# "workload allocator seconds maxrss_kib", to FILE (bench/experiments uses
-# it for the sheaf_capacity sweep).
+# "workload allocator seconds maxrss_kib voluntary_switches", to FILE (bench/experiments uses
+# it for the sheaf_capacity sweep). --base-lib LIB adds the allocator
+# names "base" and "base+OPTS": another build's libuslab-malloc.so (say,
+# the commit before a change), for an A/B in one interleaved run.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -64,11 +80,12 @@ PY=/usr/bin/python3
 quick=0
 reps=""
 peers="glibc jemalloc tcmalloc mimalloc uslab"
-workloads="uhackbench larson cache_scratch cache_thrash prodcons strbuild churn largealloc xfree mthread smallloop shbench2 shbench8 handoff"
+workloads="uhackbench larson cache_scratch cache_thrash prodcons strbuild churn largealloc xfree mthread smallloop sh6bench2 sh6bench8 sh8bench2 sh8bench8 xmalloc2 xmalloc8 simple handoff"
 install=1
 chart=1
 save=1
 rawout=""
+baselib=""
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -80,6 +97,7 @@ while [ $# -gt 0 ]; do
 	--no-chart) chart=0 ;;
 	--no-save) save=0 ;;
 	--raw) rawout=$2; shift ;;
+	--base-lib) baselib=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "peers.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -121,6 +139,10 @@ for p in $peers; do
 	case $p in
 	uslab+?*) LIB[$p]=${LIB[uslab]}; OPTS[$p]=$(tr ',' ' ' <<<"${p#uslab+}") ;;
 	uslab@?*) LIB[$p]=${p#uslab@}/libuslab-malloc.so ;;
+	base | base+?*)
+		[ -n "$baselib" ] || { echo "peers.sh: '$p' needs --base-lib LIB" >&2; exit 2; }
+		LIB[$p]=$baselib
+		[ "$p" = base ] || OPTS[$p]=$(tr ',' ' ' <<<"${p#base+}") ;;
 	esac
 	if [ -z "${LIB[$p]+x}" ]; then
 		echo "peers.sh: unknown allocator '$p'" >&2
@@ -157,8 +179,13 @@ CMD[largealloc]="$MB/largealloc 2000 8";               QCMD[largealloc]="$MB/lar
 CMD[xfree]="$MB/xfree 2 200000 30 50000 256 1024";     QCMD[xfree]="$MB/xfree 2 20000 3 5000 256 1024"
 CMD[mthread]="$MB/mthread 2 20000000 1024 4096";       QCMD[mthread]="$MB/mthread 2 200000 1024 4096"
 CMD[smallloop]="$MB/smallloop 1000000 16";             QCMD[smallloop]="$MB/smallloop 20000 16"
-CMD[shbench2]="$MB/shbench 2 10000 1000 1 1000";       QCMD[shbench2]="$MB/shbench 2 100 1000 1 1000"
-CMD[shbench8]="$MB/shbench 8 2500 1000 1 1000";        QCMD[shbench8]="$MB/shbench 8 25 1000 1 1000"
+CMD[sh6bench2]="$MB/shbench sh6 2 10000 4000";         QCMD[sh6bench2]="$MB/shbench sh6 2 10000 20"
+CMD[sh6bench8]="$MB/shbench sh6 8 10000 4000";         QCMD[sh6bench8]="$MB/shbench sh6 8 10000 40"
+CMD[sh8bench2]="$MB/shbench sh8 2 140000 1000000 2000000"; QCMD[sh8bench2]="$MB/shbench sh8 2 2000 100000 20000"
+CMD[sh8bench8]="$MB/shbench sh8 8 140000 1000000 2000000"; QCMD[sh8bench8]="$MB/shbench sh8 8 2000 100000 64000"
+CMD[xmalloc2]="$MB/xmalloc 1 2000 64";                 QCMD[xmalloc2]="$MB/xmalloc 1 20 64"
+CMD[xmalloc8]="$MB/xmalloc 4 4000 64";                 QCMD[xmalloc8]="$MB/xmalloc 4 40 64"
+CMD[simple]="$MB/simple 500000 16";                    QCMD[simple]="$MB/simple 3200 16"
 CMD[handoff]="$MB/handoff 8 200 4000";                 QCMD[handoff]="$MB/handoff 8 5 1000"
 wl=()
 for w in $workloads; do
@@ -178,19 +205,19 @@ for ((r = 0; r < reps; r++)); do
 		[ $quick = 1 ] && cmd=${QCMD[$w]}
 		for ((k = 0; k < np; k++)); do
 			p=${pl[$(((k + r) % np))]}
-			# memtime writes "seconds maxrss_kib status" on fd 3
+			# memtime writes "seconds maxrss_kib status voluntary involuntary" on fd 3
 			envs=()
 			[ -z "${OPTS[$p]:-}" ] || envs=(env "USLAB_OPTIONS=${USLAB_OPTIONS:+$USLAB_OPTIONS }${OPTS[$p]}")
 			res=$("${envs[@]}" "$MB/memtime" --preload "${LIB[$p]}" -- $cmd 3>&1 >/dev/null 2>"$RAW.err") || true
-			read -r sec kib code <<<"$res"
+			read -r sec kib code vcs _ <<<"$res"
 			if [ "${code:-1}" != 0 ]; then
 				echo "  $w under $p failed (status ${code:-?}):"
 				tail -3 "$RAW.err"
 				continue
 			fi
-			echo "$w $p $sec $kib" >>"$RAW"
-			[ -z "$rawout" ] || echo "$w $p $sec $kib" >>"$rawout"
-			printf '  rep %d %-14s %-9s %8.3f s %9d KiB\n' $((r + 1)) "$w" "$p" "$sec" "$kib"
+			echo "$w $p $sec $kib $vcs" >>"$RAW"
+			[ -z "$rawout" ] || echo "$w $p $sec $kib $vcs" >>"$rawout"
+			printf '  rep %d %-14s %-9s %8.3f s %9d KiB %7d vcs\n' $((r + 1)) "$w" "$p" "$sec" "$kib" "$vcs"
 		done
 	done
 done
@@ -231,9 +258,36 @@ END {
 	}
 	printf "\n"
 }' "$RAW")
+# voluntary context switches per second of run time, median per cell
+VCS=$(awk -v peers="$peers" -v wls="${wl[*]}" '
+function median(arr, n,   i, j, t) {
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j - 1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j - 1]; arr[j - 1] = t }
+	return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
+}
+NF >= 5 && $3 > 0 { k = $1 SUBSEP $2; n[k]++; V[k, n[k]] = $5 / $3 }
+END {
+	np = split(peers, P, " "); nw = split(wls, W, " ")
+	printf "| workload |"; for (p = 1; p <= np; p++) printf " %s |", P[p]; printf "\n"
+	printf "|---|"; for (p = 1; p <= np; p++) printf "---:|"; printf "\n"
+	for (w = 1; w <= nw; w++) {
+		printf "| %s |", W[w]
+		for (p = 1; p <= np; p++) {
+			k = W[w] SUBSEP P[p]
+			if (!n[k]) { printf " - |"; continue }
+			delete a; for (i = 1; i <= n[k]; i++) a[i] = V[k, i]
+			v = median(a, n[k]); printf " %.0f |", v
+			if (v > mx[P[p]]) { mx[P[p]] = v; mw[P[p]] = W[w] }
+		}
+		printf "\n"
+	}
+	printf "| **highest** |"; for (p = 1; p <= np; p++) printf " **%.0f** (%s) |", mx[P[p]], mw[P[p]]; printf "\n"
+}' "$RAW")
 echo
 echo "Medians of $reps run(s); ratios to $base (lower is better)."
 echo "$TABLE"
+echo
+echo "Voluntary context switches per second of run time (medians):"
+echo "$VCS"
 
 # ---- save and chart --------------------------------------------------------------------------
 if [ $save = 1 ]; then
@@ -246,11 +300,16 @@ if [ $save = 1 ]; then
 		echo "# bench/peers.sh $(date -u +%Y-%m-%dT%H:%MZ)"
 		echo
 		echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(uname -r)."
+		echo "uslab: commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$([ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] || echo ' (with uncommitted changes)')$([ -z "$baselib" ] || echo "; base: $baselib")."
 		echo "Command: bench/peers.sh $([ $quick = 1 ] && echo --quick) --reps $reps --peers \"$peers\"; USLAB_OPTIONS=\"${USLAB_OPTIONS:-}\"; medians; ratios to $base."
 		echo
 		echo "$TABLE"
 		echo
-		echo "Raw samples (workload allocator seconds maxrss_kib):"
+		echo "Voluntary context switches per second of run time (getrusage ru_nvcsw / wall time; medians):"
+		echo
+		echo "$VCS"
+		echo
+		echo "Raw samples (workload allocator seconds maxrss_kib voluntary_switches):"
 		echo
 		echo '```'
 		cat "$RAW"
@@ -267,7 +326,7 @@ import matplotlib.pyplot as plt
 raw, png, base, peers, wls = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(), sys.argv[5].split()
 t, m = {}, {}
 for line in open(raw):
-    w, p, s, k = line.split()
+    w, p, s, k = line.split()[:4]
     t.setdefault((w, p), []).append(float(s)); m.setdefault((w, p), []).append(float(k))
 fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.3 * (len(wls) + 1)), 8), sharex=True)
 for ax, data, what in ((axes[0], t, "time"), (axes[1], m, "peak RSS")):

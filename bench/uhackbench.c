@@ -31,6 +31,8 @@
  *   uslab: cpu_mode N (NAME)     (cache mode only: the per-CPU mode the cache
  *                                ran, USLAB_CPU_*; scripts check that
  *                                USLAB_OPTIONS=slub_cpu_mode=NAME took)
+ *   uslab: events NAME N ...     (cache mode only: every stat item that is
+ *                                not 0)
  *
  * Malloc mode calls no uslab function, so LD_PRELOAD of any malloc measures
  * that malloc alone (libuslab is loaded but idle).
@@ -453,6 +455,11 @@ int main(int argc, char **argv)
 			       (unsigned long long)info.slabs,
 			       (unsigned long long)(info.slab_bytes / 1024));
 			printf("uslab: cpu_mode %u (%s)\n", info.cpu_mode, cpu_mode_name(info.cpu_mode));
+			printf("uslab: events");   /* every counter that moved, for experiments */
+			for (unsigned i = 0; i < USLAB_NR_STAT_ITEMS; i++)
+				if (ev[i])
+					printf(" %s %llu", uslab_stat_name((enum uslab_stat_item)i), (unsigned long long)ev[i]);
+			printf("\n");
 			if (info.active_objects)
 				printf("uslab: warning: %llu objects still active after the run\n",
 				       (unsigned long long)info.active_objects);

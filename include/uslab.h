@@ -244,7 +244,9 @@ USLAB_API void uslab_cache_free_bulk(struct uslab_cache *cache, size_t nr, void 
 /*
  * Check every slab of the cache: each slab belongs to the cache, its free
  * list is sane (objects on boundaries, no loops, length agrees with the
- * counters), the node counts agree. Each problem is reported once on
+ * counters), the node counts agree; in slab mode each slab is on the list
+ * its count says and its index list and bitmap agree (entries in range,
+ * distinct, not marked out). Each problem is reported once on
  * stderr ("uslab: validate: ..."). Returns the number of problems found
  * (0 for a sound cache), or -1 with errno EINVAL for NULL. Slabs held by
  * other live threads' CPU parts are checked as far as their shared state
@@ -338,9 +340,11 @@ USLAB_API const char *uslab_stat_desc(enum uslab_stat_item item);
  *      always 0 (the CPU object queue was replaced by sheaves);
  *   4: adds cpu_mode, freebatch, hiwater, owned_slabs and the totals of
  *      allocations and frees (allocs, allocs_fast, frees, frees_fast),
- *      which mean the same in every per-CPU mode.
+ *      which mean the same in every per-CPU mode;
+ *   5: adds slab mode's tunables (limit, batchcount, sharedfactor) and
+ *      its free slabs, which /proc/slabinfo shows for a SLAB cache.
  */
-#define USLAB_CACHE_INFO_VERSION 4
+#define USLAB_CACHE_INFO_VERSION 5
 
 /* A snapshot of one cache. Fill `version` with USLAB_CACHE_INFO_VERSION. */
 struct uslab_cache_info {
@@ -391,6 +395,14 @@ struct uslab_cache_info {
 	 * allocs_fast = ALLOC_FASTPATH + ALLOC_PCS, allocs = that + ALLOC_SLOWPATH
 	 * + ALLOC_BULK; frees likewise. */
 	uint64_t allocs, allocs_fast, frees, frees_fast;
+	/* ---- version 5 ---- */
+	/* Slab mode's tunables (uslab_cache_tune_set: set in every mode, used
+	 * when cpu_mode is USLAB_CPU_SLAB) and its slabs on the free list
+	 * (the kernel's SLAB counts the others as active; 0 for a cache that
+	 * never ran in slab mode). Its shared array is the barn: barn_objects
+	 * is /proc/slabinfo's sharedavail. */
+	unsigned limit, batchcount, sharedfactor;
+	uint64_t free_slabs;
 };
 
 /*

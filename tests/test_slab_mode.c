@@ -31,8 +31,25 @@
  *                    sharedfactor and shrinks (run under TSan in CI)
  *   fork             a fork while another thread holds objects in its
  *                    array: the child settles it and uses the cache
+ *   contention       sh6bench's pattern on one cache from 4 threads: runs
+ *                    of hundreds of allocations, freed in order and in
+ *                    reverse, that overflow the arrays and the shared
+ *                    array, so that the node lock and the shared array's
+ *                    lock are contended (taken by spinning, then
+ *                    sleeping: array.c), while a validator walks slab
+ *                    mode's lists under the node lock; objects intact,
+ *                    counts exact, the whole validate clean, and the CPU
+ *                    count read at most once a second, not per batch freed
+ *                    (run under TSan in CI)
+ *   validate_index   uslab_cache_validate walks slab mode's lists: a
+ *                    heap overflow from a slab's last object into the
+ *                    index list and bitmap at the slab's end is reported
+ *                    (out-of-range entries, bitmap count), and once the
+ *                    bytes are put back the cache validates clean
  */
 #include "check.h"
+#include "cpu.h"    /* array_validate_locked() */
+#include "os.h"     /* os_ncpus_reads() */
 #include "slab.h"   /* struct uslab_cache: the free pointer's offset (the mark word) */
 #include "kfence.h" /* kfence_owns(): sampling by time is on by default */
 #include "os.h"     /* os_clock_hold(), os_clock_advance() */
@@ -669,6 +686,90 @@ static void stress(void)
 	}
 }
 
+/* ---- contention on the node lock (TSan) --------------------------------------------------- */
+
+#define CT_THREADS 4
+#define CT_RUN 600
+static struct uslab_cache *ct_cache;
+static _Atomic int ct_stop;
+static _Atomic unsigned long ct_objs;
+
+static void *ct_worker(void *arg)
+{
+	uint64_t id = (uintptr_t)arg;
+	void *run[CT_RUN];
+	for (unsigned r = 0; !atomic_load(&ct_stop); r++) {
+		for (unsigned i = 0; i < CT_RUN; i++) {
+			uint64_t *p = uslab_cache_alloc(ct_cache);
+			CHECK(p != NULL);
+			p[0] = (uintptr_t)p ^ id;
+			p[2] = i;
+			run[i] = p;
+		}
+		for (unsigned k = 0; k < CT_RUN; k++) {
+			unsigned i = r & 1 ? CT_RUN - 1 - k : k;   /* in order, then in reverse */
+			uint64_t *p = run[i];
+			CHECK(p[0] == ((uintptr_t)p ^ id) && p[2] == i);
+			uslab_cache_free(ct_cache, p);
+		}
+		atomic_fetch_add_explicit(&ct_objs, CT_RUN, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static void contention(void)
+{
+	/* small arrays and one shared batch: most batches go through the
+	 * node lock */
+	ct_cache = mk_slab("slabmode-contention", 24, 0);
+	if (!ct_cache)
+		return;
+	tset(ct_cache, "limit", 16);
+	tset(ct_cache, "batchcount", 8);
+	tset(ct_cache, "sharedfactor", 1);
+	atomic_store(&ct_stop, 0);
+	atomic_store(&ct_objs, 0);
+	uint64_t reads0 = os_ncpus_reads();
+	double t0 = check_now();
+	pthread_t t[CT_THREADS];
+	for (uintptr_t i = 0; i < CT_THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, ct_worker, (void *)(i + 1)) == 0);
+	double end = t0 + SCALE(2.0, 4.0);
+	unsigned validations = 0;
+	while (check_now() < end) {
+		/* slab mode's part of validate (its lists, index lists and
+		 * bitmaps, under the node lock the workers take); the whole of
+		 * uslab_cache_validate once they are quiet, below: its page walk
+		 * reads a slab's cache field, which page_free clears outside the
+		 * page lock (a race of the core's, reported, not slab mode's) */
+		slab_node_lock(ct_cache, NULL);
+		long bad = array_validate_locked(ct_cache);
+		slab_node_unlock(ct_cache);
+		CHECK_EQ(bad, 0);
+		validations++;
+		struct timespec ts = { 0, 20000000 };
+		nanosleep(&ts, NULL);
+	}
+	atomic_store(&ct_stop, 1);
+	for (int i = 0; i < CT_THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	double secs = check_now() - t0;
+	uint64_t reads = os_ncpus_reads() - reads0;
+	struct uslab_cache_info in;
+	cache_info(ct_cache, &in);
+	printf("    %lu objects through %d threads in %.1f s, %" PRIu64 " node-lock acquisitions, %u validations, "
+	       "%" PRIu64 " reads of the CPU count\n",
+	       atomic_load(&ct_objs), CT_THREADS, secs, in.events[USLAB_STAT_NODE_LOCK], validations, reads);
+	CHECK(in.events[USLAB_STAT_NODE_LOCK] > 1000);   /* the lock was taken, often */
+	/* sysconf(_SC_NPROCESSORS_ONLN) is three system calls: read once
+	 * and then at most once a second (the node reap), never per batch */
+	CHECKF(reads <= 2 + (uint64_t)secs, "the CPU count was read %" PRIu64 " times in %.1f s", reads, secs);
+	CHECK_EQ(cache_active(ct_cache), 0);
+	CHECK_EQ(uslab_cache_validate(ct_cache), 0);
+	CHECK_EQ(uslab_cache_shrink(ct_cache), 0);
+	uslab_cache_destroy(ct_cache);
+}
+
 /* ---- fork -------------------------------------------------------------------------------- */
 
 static struct uslab_cache *fk_cache;
@@ -721,6 +822,84 @@ static void forked(void)
 	uslab_cache_destroy(fk_cache);
 }
 
+/* ---- validate walks the index lists ---------------------------------------------- */
+
+#define VI_SIZE 64   /* on-slab management: objects below 128 bytes */
+
+static void validate_index(void)
+{
+	struct uslab_cache *c = mk_slab("sm_validate", VI_SIZE, 0);
+	if (!c)
+		return;
+	struct uslab_cache_info in;
+	cache_info(c, &in);
+	const size_t slab_bytes = (size_t)4096 << in.order, per = in.objects_per_slab;
+	CHECK(per > 8);
+	/* three slabs' worth, all allocated: then find a slab all of whose
+	 * objects this test holds */
+	const size_t n = 3 * per;
+	void **objs = calloc(n, sizeof *objs);
+	CHECK(objs != NULL);
+	for (size_t i = 0; i < n; i++)
+		CHECK((objs[i] = uslab_cache_alloc(c)) != NULL);
+	uintptr_t base = 0;
+	size_t last = n, mine = 0;
+	for (size_t i = 0; i < n && !base; i++) {
+		uintptr_t b = (uintptr_t)objs[i] & ~(uintptr_t)(slab_bytes - 1);
+		size_t cnt = 0, hi = i;
+		for (size_t j = 0; j < n; j++)
+			if (((uintptr_t)objs[j] & ~(uintptr_t)(slab_bytes - 1)) == b) {
+				cnt++;
+				if ((uintptr_t)objs[j] > (uintptr_t)objs[hi])
+					hi = j;
+			}
+		if (cnt == per) {
+			base = b;
+			last = hi;
+			mine = cnt;
+		}
+	}
+	CHECKF(base, "no slab of %zu objects is wholly this thread's", per);
+	/* half of that slab's other objects back to it (shrink flushes the
+	 * arrays): its index list has free entries */
+	size_t back = 0;
+	for (size_t j = 0; j < n; j++)
+		if (j != last && ((uintptr_t)objs[j] & ~(uintptr_t)(slab_bytes - 1)) == base && back < mine / 2) {
+			uslab_cache_free(c, objs[j]);
+			objs[j] = NULL;
+			back++;
+		}
+	uslab_cache_shrink(c);
+	CHECK_EQ(uslab_cache_validate(c), 0);
+	/* the overflow: from the end of the slab's last object to the end of
+	 * the slab, where its bitmap and index list are */
+	char *from = (char *)objs[last] + VI_SIZE, *to = (char *)base + slab_bytes;
+	CHECK(from < to);
+	size_t len = (size_t)(to - from);
+	char *saved = malloc(len);
+	CHECK(saved != NULL);
+	memcpy(saved, from, len);
+	memset(from, 0xff, len);
+	struct stderr_capture cap;
+	static char text[1 << 14];
+	stderr_capture_begin(&cap);
+	long found = uslab_cache_validate(c);
+	stderr_capture_end(&cap, text, sizeof text);
+	memcpy(from, saved, len);   /* put back before anything else reads them */
+	free(saved);
+	printf("    %zu bytes overwritten past the last object of slab %p: %ld problems\n", len, (void *)base, found);
+	CHECKF(found > 0, "validate found nothing in a corrupted index list");
+	CHECK(strstr(text, "slab mode: index list entry out of range") != NULL);
+	CHECK(strstr(text, "slab mode: bitmap bits set != objects out") != NULL);
+	CHECK_EQ(uslab_cache_validate(c), 0);
+	for (size_t j = 0; j < n; j++)
+		if (objs[j])
+			uslab_cache_free(c, objs[j]);
+	free(objs);
+	CHECK_EQ(uslab_cache_validate(c), 0);
+	destroy_silently(c);
+}
+
 int main(void)
 {
 	check_init("test_slab_mode");
@@ -731,6 +910,8 @@ int main(void)
 	RUN(reap);
 	RUN(mode_changes);
 	RUN(stress);
+	RUN(contention);
 	RUN(forked);
+	RUN(validate_index);
 	return 0;
 }

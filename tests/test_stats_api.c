@@ -13,7 +13,10 @@
  * Known heap: obs_a (200 B, no merge) with 1000 live objects; obs_b (64 B,
  * no merge) with 300 allocated and 100 freed: 200 live; obs_m1 and obs_m2
  * (96 B, mergeable): obs_m2 is an alias of obs_m1 (unless slab_nomerge),
- * 10 live objects each.
+ * 10 live objects each; obs_slab (128 B, no merge) in slab mode by its
+ * tunables (limit 33, batchcount 17, sharedfactor 5; classic under
+ * slub_debug, which takes no mode), 150 allocated (100 in bulk) and 50
+ * freed in bulk: 100 live.
  */
 #include "check.h"
 
@@ -28,7 +31,8 @@
 
 #include "uslab.h"
 
-static struct uslab_cache *a, *b, *m1, *m2, *tick;
+static struct uslab_cache *a, *b, *m1, *m2, *tick, *sl;
+static bool sl_debugged;   /* slub_debug took obs_slab: no slab mode */
 
 static void build_heap(void)
 {
@@ -49,6 +53,23 @@ static void build_heap(void)
 		CHECK((pm[i] = uslab_cache_alloc(m1)) != NULL);
 		CHECK((pm[10 + i] = uslab_cache_alloc(m2)) != NULL);
 	}
+	sl = uslab_cache_create("obs_slab", 128, 0, USLAB_NO_MERGE, NULL);
+	CHECK(sl != NULL);
+	struct uslab_cache_info info = { .version = USLAB_CACHE_INFO_VERSION };
+	CHECK(uslab_cache_get_info(sl, &info) == 0);
+	sl_debugged = cache_debugged(&info);
+	if (!sl_debugged) {
+		CHECK(uslab_cache_tune_set(sl, "cpu_mode", USLAB_CPU_SLAB) == 0);
+		CHECK(uslab_cache_tune_set(sl, "limit", 33) == 0);
+		CHECK(uslab_cache_tune_set(sl, "batchcount", 17) == 0);
+		CHECK(uslab_cache_tune_set(sl, "sharedfactor", 5) == 0);
+	}
+	static void *ps[150];
+	CHECK(uslab_cache_alloc_bulk(sl, 60, ps) == 60);
+	for (int i = 60; i < 110; i++)
+		CHECK((ps[i] = uslab_cache_alloc(sl)) != NULL);
+	CHECK(uslab_cache_alloc_bulk(sl, 40, ps + 110) == 40);
+	uslab_cache_free_bulk(sl, 50, ps + 100);
 }
 
 static char out[1 << 20];
@@ -122,6 +143,21 @@ static void unit(void)
 		CHECK(ev[USLAB_STAT_ALLOC_FAILED] == info.events[USLAB_STAT_ALLOC_FAILED]);
 		CHECK(ev[USLAB_STAT_ALLOC_SLAB] == info.events[USLAB_STAT_ALLOC_SLAB]);
 	}
+	/* obs_slab: slab mode's tunables in version 5 (set in every mode) */
+	CHECK(uslab_cache_get_info(sl, &info) == 0 && info.active_objects == 100);
+	if (!sl_debugged) {
+		CHECK(info.cpu_mode == USLAB_CPU_SLAB);
+		CHECK(info.limit == 33 && info.batchcount == 17 && info.sharedfactor == 5);
+		CHECK(info.free_slabs <= info.slabs);
+	}
+	/* a version 4 caller: nothing written past version 4's fields */
+	memset(raw, 0xab, sizeof raw);
+	((struct uslab_cache_info *)raw)->version = 4;
+	CHECK(uslab_cache_get_info(a, (struct uslab_cache_info *)raw) == 0);
+	CHECK(((struct uslab_cache_info *)raw)->version == 4 && ((struct uslab_cache_info *)raw)->active_objects == 1000);
+	CHECK(((struct uslab_cache_info *)raw)->allocs >= 1000);
+	for (size_t i = offsetof(struct uslab_cache_info, limit); i < sizeof raw; i++)
+		CHECK(raw[i] == 0xab);
 	/* a version 3 caller: nothing written past version 3's fields */
 	memset(raw, 0xab, sizeof raw);
 	((struct uslab_cache_info *)raw)->version = 3;
@@ -147,6 +183,23 @@ static void unit(void)
 	CHECK(strstr(out, "Name                   Objects Objsize           Space Slabs/Part/Cpu  O/S O %Fr %Ef") == out);
 	CHECK(strstr(out, "\nobs_a                     1000     200 "));
 	CHECK(strstr(out, "process: mapped "));
+	/* Fast%: of every allocation and free, bulk calls included (the
+	 * totals uslabinfo divides by too); obs_slab made 100 of its 150
+	 * allocations and all 50 frees in bulk */
+	CHECK(uslab_cache_get_info(sl, &info) == 0);
+	CHECK(info.events[USLAB_STAT_ALLOC_BULK] == 100 && info.events[USLAB_STAT_FREE_BULK] == 50);
+	{
+		uint64_t f10 = (info.allocs_fast + info.frees_fast) * 1000 / (info.allocs + info.frees);
+		char want[64];
+		snprintf(want, sizeof want, " %3u.%u ", (unsigned)(f10 / 10), (unsigned)(f10 % 10));
+		const char *row = strstr(out, "\nobs_slab ");
+		CHECK(row != NULL);
+		const char *eol = strchr(row + 1, '\n');
+		const char *hit = strstr(row, want);
+		CHECKF(hit && (!eol || hit < eol), "obs_slab's Fast%% should be%s(allocs %" PRIu64 " fast %" PRIu64
+		       ", frees %" PRIu64 " fast %" PRIu64 "): %.*s", want, info.allocs, info.allocs_fast, info.frees,
+		       info.frees_fast, eol ? (int)(eol - row) : 100, row);
+	}
 	/* slabinfo 2.1 */
 	outlen = 0;
 	uslab_stats_print(to_buf, NULL, USLAB_STATS_SLABINFO);
@@ -154,6 +207,20 @@ static void unit(void)
 			    "<objperslab> <pagesperslab> : tunables <limit> <batchcount> <sharedfactor> : slabdata "
 			    "<active_slabs> <num_slabs> <sharedavail>\n", 200));
 	CHECK(strstr(out, "\nobs_a               1000 "));
+	/* a SLAB cache shows its tunables, as the kernel's did; SLUB's 0 0 0 */
+	CHECK(strstr(out, "\nobs_slab             100 "));
+	if (!sl_debugged) {
+		const char *row = strstr(out, "\nobs_slab ");
+		const char *eol = strchr(row + 1, '\n');
+		const char *hit = strstr(row, " : tunables   33   17    5 : slabdata ");
+		CHECKF(hit && hit < eol, "obs_slab's 2.1 row: %.*s", (int)(eol - row), row);
+	}
+	{
+		const char *row = strstr(out, "\nobs_a ");
+		const char *eol = strchr(row + 1, '\n');
+		const char *hit = strstr(row, " : tunables    0    0    0 : slabdata ");
+		CHECKF(hit && hit < eol, "obs_a's 2.1 row: %.*s", (int)(eol - row), row);
+	}
 	/* JSON: shape only here (test_uslabinfo.sh parses it with python3) */
 	outlen = 0;
 	uslab_stats_print(to_buf, NULL, USLAB_STATS_JSON);

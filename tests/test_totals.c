@@ -41,11 +41,18 @@
  *                 (the library may use them too, but not meanwhile); each
  *                 class must run the mode slub_cpu_mode gave it
  *
+ * failed_bulk     a cache of 512 KiB objects: alloc_bulk of 48 while the
+ *                 OS mappings fail from the nth on (n = 1..8), so that
+ *                 most rounds take some objects before they fail: a failed
+ *                 round changes neither allocs nor frees (what it took goes
+ *                 back uncounted), only ALLOC_FAILED
+ *
  * KFENCE is on (the default): its samples count as slow-path allocations
  * and frees of their cache (uslab.h), so the totals hold with it.
  */
 #include "check.h"
 #include "kmalloc.h"   /* kmalloc_caches[], kmalloc_index() */
+#include "os.h"        /* os_fault_set() */
 
 #include <stdatomic.h>
 
@@ -540,6 +547,57 @@ static void malloc_classes(void)
 	check_classes("malloc_trim");
 }
 
+/* ---- a failed all-or-nothing bulk allocation ------------------------------------ */
+
+#define BIG (512 * 1024)   /* one object per 512 KiB slab: 7 per 4 MiB segment */
+#define NR_BIG 48          /* about 7 segments: most rounds take some objects, then fail */
+
+/* Objects a failed alloc_bulk took and gave back were never the
+ * program's: the totals must not count them as allocated and freed (they
+ * did in classic, home and slqb modes). The ledger counts only what the
+ * program got and gave back; ALLOC_FAILED counts the failures. */
+static void failed_bulk(void)
+{
+	struct uslab_cache *c = uslab_cache_create("tot_bulkfail", BIG, 0, USLAB_NO_MERGE, NULL);
+	CHECK(c != NULL);
+	struct ledger l = { 0 };
+	void *objs[NR_BIG];
+	void *warm = uslab_cache_alloc(c);   /* the CPU part exists before faults start */
+	CHECK(warm != NULL);
+	got(&l, 1);
+	uslab_cache_free(c, warm);
+	gave(&l, 1);
+	struct uslab_cache_info before;
+	cache_info(c, &before);
+	uint64_t failures = 0;
+	for (unsigned long nth = 1; nth <= 8; nth++) {
+		os_fault_set(OS_FAULT_FROM, nth);
+		errno = 0;
+		size_t n = uslab_cache_alloc_bulk(c, NR_BIG, objs);
+		int e = errno;
+		os_fault_set(OS_FAULT_OFF, 0);
+		if (n) {
+			CHECK_EQ(n, NR_BIG);
+			got(&l, n);
+			uslab_cache_free_bulk(c, n, objs);
+			gave(&l, n);
+		} else {
+			CHECKF(e == ENOMEM, "nth %lu: errno %d", nth, e);
+			failures++;
+		}
+		char when[48];
+		snprintf(when, sizeof when, "alloc_bulk %s (nth %lu)", n ? "succeeded" : "failed", nth);
+		check_totals(c, &l, 0, when);
+		uslab_cache_shrink(c);   /* every slab back: the next round maps again */
+	}
+	CHECKF(failures > 0, "no round failed: the fault never hit alloc_bulk");
+	struct uslab_cache_info after;
+	cache_info(c, &after);
+	CHECK_EQ(after.events[USLAB_STAT_ALLOC_FAILED] - before.events[USLAB_STAT_ALLOC_FAILED], failures);
+	printf("    %" PRIu64 " of 8 rounds failed\n", failures);
+	uslab_cache_destroy(c);
+}
+
 int main(int argc, char **argv)
 {
 	check_init("test_totals");
@@ -558,5 +616,6 @@ int main(int argc, char **argv)
 	CHECKF(o && strstr(o, want), "run with USLAB_OPTIONS=%s (CTest's test_totals_%s does)", want, mode_name);
 	RUN(object_caches);
 	RUN(malloc_classes);
+	RUN(failed_bulk);
 	return 0;
 }

@@ -52,7 +52,7 @@ pass "library JSON parses, numbers agree"
 # 3 numbers, ':', 'slabdata', 3 numbers.
 cat >"$WORK/parse21.py" <<'EOF'
 import sys
-want = {"obs_a": 1000, "obs_b": 200}
+want = {"obs_a": 1000, "obs_b": 200, "obs_slab": 100}
 lines = open(sys.argv[1]).read().split("\n")
 assert lines[0] == "slabinfo - version: 2.1", lines[0]
 assert lines[1] == ("# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab>"
@@ -68,7 +68,13 @@ for l in lines[2:]:
     nums = [int(x) for x in f[1:6] + f[8:11] + f[13:16]]
     active, num, objsize, perslab, pages = nums[:5]
     assert active <= num and objsize > 0 and perslab > 0 and pages >= 1, l
-    assert nums[5:8] == [0, 0, 0] and nums[8] == nums[9] and nums[10] == 0, l
+    if f[0] == "obs_slab":
+        # slab mode, as the kernel's SLAB: its tunables, slabs not on the
+        # free list active, the shared array's objects
+        assert nums[5:8] == [33, 17, 5] and nums[8] <= nums[9] and nums[10] <= 5 * 17, l
+    else:
+        # SLUB: no tunables, every slab active
+        assert nums[5:8] == [0, 0, 0] and nums[8] == nums[9] and nums[10] == 0, l
     # the row format of cache_show(): "%-17s %6lu %6lu %6u %4u %4d"
     head = "%-17s %6d %6d %6d %4d %4d" % (f[0], active, num, objsize, perslab, pages)
     assert l.startswith(head + " : tunables "), (l, head)
@@ -134,6 +140,9 @@ al = {x["name"]: x for x in d["aliases"]}
 if "obs_m2" in al:
     assert al["obs_m2"]["alias_of"] == "obs_m1" and c["obs_m1"]["active_objects"] == 20
 assert d["process"]["mapped_bytes"] > 0
+s = c["obs_slab"]
+assert s["cpu_mode"] == 4 and (s["limit"], s["batchcount"], s["sharedfactor"]) == (33, 17, 5), s
+assert s["active_objects"] == 100 and s["events"]["ALLOC_BULK"] == 100 and s["events"]["FREE_BULK"] == 50, s
 EOF
 pass "JSON parses and agrees"
 
@@ -141,6 +150,15 @@ pass "JSON parses and agrees"
 "$TOOL" -l -p "$PID" --timeout 20 >"$WORK/tool.slabinfo" || fail "-l"
 python3 "$WORK/parse21.py" "$WORK/tool.slabinfo" || fail "tool slabinfo 2.1"
 pass "uslabinfo -l parses with the kernel's rules"
+# a cache in slab mode shows SLAB's tunables (the export's info version 5),
+# as the library's own 2.1 text does; SLUB's caches 0 0 0
+grep -E "^obs_slab +100 .* : tunables +33 +17 +5 : slabdata " "$WORK/tool.slabinfo" >/dev/null ||
+	fail "-l: obs_slab's tunables: $(grep obs_slab "$WORK/tool.slabinfo")"
+grep -E "^obs_a +1000 .* : tunables +0 +0 +0 : slabdata " "$WORK/tool.slabinfo" >/dev/null ||
+	fail "-l: obs_a's tunables: $(grep obs_a "$WORK/tool.slabinfo")"
+"$TOOL" -r -p "$PID" '^obs_slab$' | grep -q "^Tunables: limit 33  batchcount 17  sharedfactor 5 (slab mode)" ||
+	fail "-r: obs_slab's tunables: $("$TOOL" -r -p "$PID" '^obs_slab$' | grep -A1 Tunables)"
+pass "a slab-mode cache's tunables (limit 33, batchcount 17, sharedfactor 5) in -l and -r"
 
 # -a, -r, -S, -T
 "$TOOL" -a -p "$PID" --timeout 20 >"$WORK/al" || fail "-a"

@@ -795,11 +795,18 @@ static void print_slabinfo(const struct target *t)
 		for (char *p = name; *p; p++)
 			if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
 				*p = '_';
+		/* the kernel's cache_show(): SLUB reports no tunables and every
+		 * slab as active; a cache in slab mode, as SLAB: its tunables,
+		 * the slabs not on the free list as active, the shared array's
+		 * objects */
+		bool slab = c->cpu_mode == USLAB_CPU_SLAB;
+		uint64_t free_slabs = slab ? c->free_slabs : 0;
 		printf("%-17s %6lu %6lu %6u %4u %4d : tunables %4u %4u %4u : slabdata %6lu %6lu %6lu\n", name,
 		       (unsigned long)(c->active_objects < c->total_objects ? c->active_objects : c->total_objects),
-		       (unsigned long)c->total_objects, (unsigned)c->slab_object_size,
-		       c->objects_per_slab, 1 << c->order, 0U, 0U, 0U, (unsigned long)c->slabs, (unsigned long)c->slabs,
-		       0UL);
+		       (unsigned long)c->total_objects, (unsigned)c->slab_object_size, c->objects_per_slab, 1 << c->order,
+		       slab ? c->limit : 0U, slab ? c->batchcount : 0U, slab ? c->sharedfactor : 0U,
+		       (unsigned long)(c->slabs > free_slabs ? c->slabs - free_slabs : 0), (unsigned long)c->slabs,
+		       slab ? (unsigned long)c->barn_objects : 0UL);
 	}
 }
 
@@ -866,13 +873,21 @@ static void print_report(const struct target *t, const struct uslab_cache_info *
 	       c->cpu_slabs, c->flags & USLAB_STORE_USER ? "On " : "Off");
 	printf("Align  : %7zu  Objects: %7u   Tracing       : %s\n", c->align, c->objects_per_slab,
 	       c->flags & USLAB_TRACE ? "On " : "Off");
-	printf("\nTunables: sheaf_capacity %u%s  barn_full %u  barn_empty %u  cpu_partial %u  min_partial %u  "
-	       "order %u (min %u)\n",
-	       c->sheaf_capacity, c->sheaf_capacity ? "" : " (classic mode)", c->barn_full_max, c->barn_empty_max,
-	       c->cpu_partial, c->min_partial, c->order, c->min_order);
-	printf("Sheaves : %" PRIu64 " objects in %u threads' sheaves, barn: %" PRIu64 " full (%" PRIu64
-	       " objects) + %" PRIu64 " empty\n",
-	       c->sheaf_objects, c->cpu_parts, c->barn_full, c->barn_objects, c->barn_empty);
+	if (c->cpu_mode == USLAB_CPU_SLAB) {   /* the kernel's SLAB: its own tunables and lists */
+		printf("\nTunables: limit %u  batchcount %u  sharedfactor %u (slab mode)  order %u (min %u)\n", c->limit,
+		       c->batchcount, c->sharedfactor, c->order, c->min_order);
+		printf("Arrays  : %" PRIu64 " objects in %u threads' arrays, shared array: %" PRIu64 " batches (%" PRIu64
+		       " objects); free slabs %" PRIu64 "\n",
+		       c->sheaf_objects, c->cpu_parts, c->barn_full, c->barn_objects, c->free_slabs);
+	} else {
+		printf("\nTunables: sheaf_capacity %u%s  barn_full %u  barn_empty %u  cpu_partial %u  min_partial %u  "
+		       "order %u (min %u)\n",
+		       c->sheaf_capacity, c->sheaf_capacity ? "" : " (classic mode)", c->barn_full_max, c->barn_empty_max,
+		       c->cpu_partial, c->min_partial, c->order, c->min_order);
+		printf("Sheaves : %" PRIu64 " objects in %u threads' sheaves, barn: %" PRIu64 " full (%" PRIu64
+		       " objects) + %" PRIu64 " empty\n",
+		       c->sheaf_objects, c->cpu_parts, c->barn_full, c->barn_objects, c->barn_empty);
+	}
 	uint64_t al = allocs(t, c), fr = frees(t, c);
 	printf("\nSlab Perf Counter       Alloc     Free %%Al %%Fr\n");
 	printf("--------------------------------------------------\n");
@@ -917,14 +932,16 @@ static void json_cache(const struct target *t, const struct uslab_cache_info *c)
 	uint64_t a = allocs(t, c), f = frees(t, c);
 	printf(",\"object_size\":%zu,\"slab_object_size\":%zu,\"align\":%zu,\"order\":%u,\"min_order\":%u,"
 	       "\"objects_per_slab\":%u,\"cpu_partial\":%u,\"min_partial\":%u,\"sheaf_capacity\":%u,"
-	       "\"barn_full_max\":%u,\"barn_empty_max\":%u,\"cpu_parts\":%u,\"sheaf_objects\":%" PRIu64
+	       "\"barn_full_max\":%u,\"barn_empty_max\":%u,\"cpu_mode\":%u,\"limit\":%u,\"batchcount\":%u,"
+	       "\"sharedfactor\":%u,\"free_slabs\":%" PRIu64 ",\"cpu_parts\":%u,\"sheaf_objects\":%" PRIu64
 	       ",\"barn_full\":%" PRIu64 ",\"barn_empty\":%" PRIu64 ",\"barn_objects\":%" PRIu64 ",\"aliases\":%u,"
 	       "\"flags\":%lu,\"ctor\":%s,\"slabs\":%" PRIu64 ",\"partial_slabs\":%" PRIu64 ",\"cpu_slabs\":%" PRIu64
 	       ",\"total_objects\":%" PRIu64 ",\"active_objects\":%" PRIu64 ",\"slab_bytes\":%" PRIu64
 	       ",\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64 ",\"alloc_fast_pct\":%" PRIu64 ",\"free_fast_pct\":%" PRIu64
 	       ",\"events\":{",
 	       c->object_size, c->slab_object_size, c->align, c->order, c->min_order, c->objects_per_slab,
-	       c->cpu_partial, c->min_partial, c->sheaf_capacity, c->barn_full_max, c->barn_empty_max, c->cpu_parts,
+	       c->cpu_partial, c->min_partial, c->sheaf_capacity, c->barn_full_max, c->barn_empty_max, c->cpu_mode,
+	       c->limit, c->batchcount, c->sharedfactor, c->free_slabs, c->cpu_parts,
 	       c->sheaf_objects, c->barn_full, c->barn_empty, c->barn_objects, c->aliases, c->flags,
 	       c->has_ctor ? "true" : "false",
 	       c->slabs, c->partial_slabs, c->cpu_slabs, c->total_objects, c->active_objects, c->slab_bytes, a, f,

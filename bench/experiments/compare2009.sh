@@ -25,8 +25,11 @@
 #             -> consumer pairs, malloc's ns per message)
 #   peers     bench/peers.sh's malloc patterns (bench/mbench), sized here to
 #             about half a second each: larson, cache_scratch, cache_thrash,
-#             prodcons, strbuild, churn, xfree, mthread, smallloop, shbench2,
-#             shbench8, handoff
+#             prodcons, strbuild, churn, xfree, mthread, smallloop,
+#             sh6bench2, sh6bench8, sh8bench2, sh8bench8 (MicroQuill's
+#             SmartHeap patterns, mbench/shbench.c), xmalloc2, xmalloc8
+#             (Lever and Boreham's producer/consumer), simple (glibc's
+#             bench-malloc-simple), handoff
 #   control   CPU-bound programs, Gorman's SPEC columns: gcc -O2 compiling
 #             four of uslab's sources, a CPython workload (dicts, strings,
 #             lists), xz -6 of a generated 24 MiB file, sqlite3 building and
@@ -150,8 +153,9 @@ else
 	HB="1:1500 4:300 16:60"; COLD_N=400000; PC_MSG=400000
 	SC=1; PG_T=4; XZ_MB=24; SQL_ROWS=300000; PY_N=300000
 fi
-# peers patterns: NAME "ARGS" at full size; --quick scales the counts by SC
-declare -A PEER
+# peers patterns: NAME "ARGS" at full size; --quick scales the count at
+# index PEER_K[NAME] (default 2: the second number) by SC
+declare -A PEER PEER_K
 PEER[larson]="larson 2 3 60000 4000 1000"
 PEER[cache_scratch]="cache_scratch 2 400 8 4000"
 PEER[cache_thrash]="cache_thrash 2 400 8 4000"
@@ -160,19 +164,24 @@ PEER[strbuild]="strbuild 3 200 1048576"
 PEER[churn]="churn 2 600000 100000 32768"
 PEER[xfree]="xfree 2 200000 4 50000 256 1024"
 PEER[mthread]="mthread 2 3000000 1024 4096"
-PEER[smallloop]="smallloop 300000 16"
-PEER[shbench2]="shbench 2 2000 1000 1 1000"
-PEER[shbench8]="shbench 8 500 1000 1 1000"
+PEER[smallloop]="smallloop 300000 16";               PEER_K[smallloop]=1
+PEER[sh6bench2]="shbench sh6 2 10000 2000";         PEER_K[sh6bench2]=4
+PEER[sh6bench8]="shbench sh6 8 10000 2000";         PEER_K[sh6bench8]=4
+PEER[sh8bench2]="shbench sh8 2 70000 1000000 1000000"; PEER_K[sh8bench2]=3
+PEER[sh8bench8]="shbench sh8 8 70000 1000000 1000000"; PEER_K[sh8bench8]=3
+PEER[xmalloc2]="xmalloc 1 1500 64"
+PEER[xmalloc8]="xmalloc 4 2000 64"
+PEER[simple]="simple 300000 16";                    PEER_K[simple]=1
 PEER[handoff]="handoff 8 40 4000"
-PEERS=(larson cache_scratch cache_thrash prodcons strbuild churn xfree mthread smallloop shbench2 shbench8 handoff)
-# scale the second number (the iteration count) of a peers command
+PEERS=(larson cache_scratch cache_thrash prodcons strbuild churn xfree mthread smallloop sh6bench2 sh6bench8 sh8bench2 sh8bench8 xmalloc2 xmalloc8 simple handoff)
+# scale the iteration count of a peers command (--quick)
 peer_cmd() {
 	local w=$1
 	read -r -a a <<<"${PEER[$w]}"
 	if [ $quick = 1 ] && [ ${#a[@]} -ge 3 ]; then
-		local k=2
-		case $w in smallloop) k=1 ;; esac
+		local k=${PEER_K[$w]:-2}
 		a[$k]=$(awk -v n="${a[$k]}" -v s="$SC" 'BEGIN { v = int(n * s); print v < 1 ? 1 : v }')
+		[ "$w" != simple ] || [ "${a[1]}" -ge 1600 ] || a[1]=1600   # (simple's shortest)
 	fi
 	echo "$MB/${a[0]} ${a[*]:1}"
 }
@@ -216,9 +225,9 @@ timed() {
 	local g=$1 b=$2 r=$3
 	shift 3
 	for ((k = 0; k < NC; k++)); do
-		local c=${CONFIGS[$(((k + r) % NC))]} res sec kib code
+		local c=${CONFIGS[$(((k + r) % NC))]} res sec kib code vcs
 		res=$(env ${OPT[$c]:+USLAB_OPTIONS="${OPT[$c]}"} "$MB/memtime" --preload "${LIB[$c]}" -- "$@" 3>&1 >/dev/null 2>"$ERR") || true
-		read -r sec kib code <<<"$res"
+		read -r sec kib code vcs _ <<<"$res"
 		if [ "${code:-1}" != 0 ]; then
 			log "  $b under $c failed (status ${code:-?}): $(tail -c 300 "$ERR")"
 			continue

@@ -1,6 +1,8 @@
 /*
- * memtime: run a command and print "WALL_SECONDS MAXRSS_KIB EXIT" on fd 3
- * (or stderr when fd 3 is closed). With --preload LIB the command runs with
+ * memtime: run a command and print "WALL_SECONDS MAXRSS_KIB EXIT VOLUNTARY
+ * INVOLUNTARY" on fd 3 (or stderr when fd 3 is closed): the last two are
+ * its context switches (getrusage's ru_nvcsw, ru_nivcsw: a voluntary one
+ * is a sleep, on a lock, a condition variable or I/O). With --preload LIB the command runs with
  * LD_PRELOAD=LIB; memtime itself never runs preloaded.
  *
  *   memtime [--preload LIB] -- CMD [ARGS...]
@@ -52,7 +54,7 @@ int main(int argc, char **argv)
 	FILE *out = fdopen(3, "w");
 	if (!out)
 		out = stderr;
-	fprintf(out, "%.4f %ld %d\n", wall, ru.ru_maxrss, code);
+	fprintf(out, "%.4f %ld %d %ld %ld\n", wall, ru.ru_maxrss, code, ru.ru_nvcsw, ru.ru_nivcsw);
 	fclose(out);
 	return code;
 }

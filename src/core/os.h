@@ -25,8 +25,12 @@ USLAB_HIDDEN void os_unmap(void *p, size_t size);
 USLAB_HIDDEN void os_decommit(void *p, size_t size);
 /* Resident set size of the process in bytes (from /proc/self/statm), or 0. */
 USLAB_HIDDEN size_t os_rss(void);
-/* Number of online CPUs (at least 1). */
+/* Number of online CPUs (at least 1): read once, then kept (os.c says
+ * why); os_ncpus_recheck() reads it again if the last read is a second
+ * old, for the periodic paths to call. os_ncpus_reads(): reads so far. */
 USLAB_HIDDEN unsigned os_ncpus(void);
+USLAB_HIDDEN void os_ncpus_recheck(void);
+USLAB_HIDDEN uint64_t os_ncpus_reads(void);
 /* The clock of every time-driven policy (decay of free pages, empty slabs
  * and huge mappings, slab mode's reap, KFENCE's samples): monotonic
  * milliseconds, cheap (coarse clock), unless a test holds it. */

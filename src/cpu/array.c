@@ -112,10 +112,47 @@ static inline struct array_node *node_lists(struct uslab_cache *s, unsigned nid)
 	(void)nid;
 	return &s->array;
 }
+
+/* ---- locks ------------------------------------------------------------------------ */
+/*
+ * The kernel's SLAB takes its list_lock and the shared array's lock as
+ * spinlocks: a waiter never sleeps, and a holder holds one for a batch of
+ * index-list work (a microsecond or two). The locks here are pthread
+ * mutexes, whose waiter sleeps on a futex at the first failed attempt and
+ * costs the holder a futex wake at unlock: sh6bench's pattern (runs of
+ * hundreds of frees of one size, two threads, one node lock per cache)
+ * made tens of thousands of such sleeps a second (issue 25). So a waiter
+ * tries again for about a hold's time, backing off, before it sleeps; with
+ * more threads than CPUs a holder may be off its CPU, and the bound keeps
+ * a spin from costing more than the sleep it avoids.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#define spin_pause() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define spin_pause() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define spin_pause() __asm__ __volatile__("" ::: "memory")
+#endif
+#ifndef ARRAY_SPIN_ROUNDS
+#define ARRAY_SPIN_ROUNDS 8   /* attempts; the pauses between double: 255 in all */
+#endif
+
+static void lock_spin(pthread_mutex_t *m)
+{
+	for (unsigned r = 0; r < ARRAY_SPIN_ROUNDS; r++) {
+		if (!pthread_mutex_trylock(m))
+			return;
+		for (unsigned k = 1U << r; k; k--)
+			spin_pause();
+	}
+	pthread_mutex_lock(m);
+}
+
 static inline void node_lock(struct uslab_cache *s, struct cpu_cache *c, unsigned nid)
 {
 	(void)nid;
-	slab_node_lock(s, c);
+	lock_spin(&s->node.list_lock);
+	stat_inc(s, c, USLAB_STAT_NODE_LOCK);
 }
 static inline void node_unlock(struct uslab_cache *s, unsigned nid)
 {
@@ -323,14 +360,18 @@ static struct slab_list *list_of(struct array_node *a, const struct slab *d, uns
 	return &a->partial;
 }
 
-/* Onto its list (by its inuse): free slabs at the head (the kernel's
- * list_add), partial ones at the tail, full ones at the head. */
-static void list_put(struct array_node *a, struct slab *d)
+/* Onto its list (by its inuse): free and full slabs at the head (the
+ * kernel's list_add); partial ones at the tail after a free (free_block's
+ * list_add_tail: the most time for its other objects to come back), at
+ * the head after a refill took from it (fixup_slab_list's list_add), so
+ * that the next refill goes on with the same slab until it is full rather
+ * than taking a batch from each partial slab in turn. */
+static void list_put_as(struct array_node *a, struct slab *d, bool refilled)
 {
 	unsigned inuse = inuse_of(d);
 	_Atomic unsigned long *cnt;
 	struct slab_list *l = list_of(a, d, inuse, &cnt);
-	if (inuse && inuse < d->objects) {
+	if (inuse && inuse < d->objects && !refilled) {
 		d->next = NULL;
 		d->prev = l->tail;
 		if (l->tail)
@@ -348,6 +389,10 @@ static void list_put(struct array_node *a, struct slab *d)
 		l->head = d;
 	}
 	cnt_add(cnt, 1);
+}
+static void list_put(struct array_node *a, struct slab *d)
+{
+	list_put_as(a, d, false);
 }
 
 /* Off its list (by its inuse, unchanged since it was put there). */
@@ -391,6 +436,19 @@ static unsigned take_from(struct uslab_cache *s, struct slab *d, void **objs, un
 	}
 	set_inuse(d, inuse);
 	return k;
+}
+
+/* The lines put_back will write for x: its bitmap byte and the index
+ * slot at the top of the list (if no other free comes first). Taken before
+ * the node lock, with the descriptor just read to sort x: the misses of a
+ * chunk of frees overlap, and are not paid inside the lock hold (the
+ * bitmap load was a third of array_free_objs' time in sh8bench). */
+static inline void mgmt_prefetch(const struct uslab_cache *s, const struct slab *d, const void *x)
+{
+	unsigned i = obj_index(s, d, x), inuse = inuse_of(d);
+	__builtin_prefetch(bitmap_of(d) + (i >> 3), 1);
+	if (inuse)
+		__builtin_prefetch((char *)index_of(d) + (size_t)(inuse - 1) * isz_of(d->objects), 1);
 }
 
 /* x (an object of d, unlisted) back onto d's index list (slab_put_obj). */
@@ -488,7 +546,8 @@ static void discard_all(struct uslab_cache *s, struct cpu_cache *c, struct slab 
 }
 
 /* The free limit of node a: free objects kept in free slabs beyond which
- * free_block gives free slabs back at once. */
+ * free_block gives free slabs back at once. (os_ncpus() is a load: it
+ * used to be sysconf(), three system calls under the node lock.) */
 static unsigned long free_limit(struct uslab_cache *s)
 {
 	return (1UL + os_ncpus()) * TUNE(s, batchcount) + layout_of(s).num;
@@ -502,9 +561,17 @@ static void free_block(struct uslab_cache *s, struct array_node *a, void *const 
 	for (unsigned k = 0; k < n; k++) {
 		void *x = objs[k];
 		struct slab *d = slab_of(x);
-		list_take(a, d);
+		unsigned inuse = inuse_of(d);
+		/* The kernel moves the slab to the partial list's tail at every
+		 * free (the most time for its other objects to come back). A
+		 * slab that stays partial and is the tail already stays put:
+		 * the same order, without touching its neighbours' lines. */
+		bool stays = inuse > 1 && inuse < d->objects && a->partial.tail == d;
+		if (!stays)
+			list_take(a, d);
 		put_back(s, d, x);
-		list_put(a, d);
+		if (!stays)
+			list_put(a, d);
 	}
 	cnt_add(&a->free_objects, n);
 	unsigned long lim = free_limit(s);
@@ -540,6 +607,7 @@ void array_free_objs(struct uslab_cache *s, struct cpu_cache *c, void *const *ob
 			if (!slab_is_array(d)) {
 				other[ko++] = x;   /* a slab of the other layout (a mode change): the core's */
 			} else if (likely(slab_nid(d) == local)) {
+				mgmt_prefetch(s, d, x);
 				mine[km++] = x;
 			} else {
 				if (ka && slab_nid(d) != anid)
@@ -604,7 +672,7 @@ static unsigned take_objects(struct uslab_cache *s, struct cpu_cache *c, void **
 			}
 			list_take(a, d);
 			got += take_from(s, d, objs + got, want - got, to_caller);
-			list_put(a, d);
+			list_put_as(a, d, true);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FROM_PARTIAL);
 		}
 		cnt_add(&a->free_objects, -(long)got);
@@ -617,7 +685,7 @@ static unsigned take_objects(struct uslab_cache *s, struct cpu_cache *c, void **
 		return 0;
 	node_lock(s, c, this_nid());
 	got = take_from(s, d, objs, want, to_caller);
-	list_put(a, d);
+	list_put_as(a, d, true);
 	cnt_add(&a->free_objects, (long)d->objects - (long)got);
 	node_unlock(s, this_nid());
 	return got;
@@ -665,7 +733,7 @@ static void batch_recycle(struct uslab_cache *s, struct cpu_cache *c, struct she
 		return;
 	}
 	if (atomic_load_explicit(&b->nr_empty, memory_order_relaxed) < TUNE(s, barn_empty_max)) {
-		pthread_mutex_lock(&b->lock);
+		lock_spin(&b->lock);
 		unsigned ne = atomic_load_explicit(&b->nr_empty, memory_order_relaxed);
 		if (ne < TUNE(s, barn_empty_max)) {
 			sh->next = b->empty;
@@ -733,7 +801,7 @@ static struct sheaf *batch_empty(struct uslab_cache *s, struct cpu_cache *c, uns
 	if (sh)
 		batch_recycle(s, NULL, sh);   /* too small: to the barn or freed */
 	while (atomic_load_explicit(&b->nr_empty, memory_order_relaxed)) {
-		pthread_mutex_lock(&b->lock);
+		lock_spin(&b->lock);
 		sh = b->empty;
 		if (sh) {
 			b->empty = sh->next;
@@ -758,7 +826,7 @@ static struct sheaf *shared_take(struct uslab_cache *s, struct cpu_cache *c)
 	struct barn *b = &s->node.barn;
 	if (!atomic_load_explicit(&b->nr_full, memory_order_relaxed))
 		return NULL;   /* racy peek: a miss only means the slab lists */
-	pthread_mutex_lock(&b->lock);
+	lock_spin(&b->lock);
 	struct sheaf *sh = b->full;
 	if (sh) {
 		b->full = sh->next;
@@ -808,7 +876,7 @@ static bool shared_put(struct uslab_cache *s, struct cpu_cache *c, void *const *
 	memcpy(sh->objects, objs, n * sizeof(void *));
 	sh->size = n;
 	bool ok = false;
-	pthread_mutex_lock(&b->lock);
+	lock_spin(&b->lock);
 	unsigned nf = atomic_load_explicit(&b->nr_full, memory_order_relaxed);
 	if (nf < sf) {
 		sh->next = b->full;
@@ -1042,9 +1110,9 @@ unsigned long array_shrink(struct uslab_cache *s)
 	struct slab *discard = NULL;
 	if (!atomic_load_explicit(&a->nr_free, memory_order_relaxed))
 		return 0;
-	slab_node_lock(s, NULL);
+	node_lock(s, NULL, this_nid());
 	unsigned long k = drain_free_locked(a, ~0UL, &discard);
-	slab_node_unlock(s);
+	node_unlock(s, this_nid());
 	discard_all(s, NULL, discard);
 	return k;
 }
@@ -1052,6 +1120,98 @@ unsigned long array_shrink(struct uslab_cache *s)
 unsigned long array_free_objects_locked(struct uslab_cache *s)
 {
 	return atomic_load_explicit(&s->array.free_objects, memory_order_relaxed);
+}
+
+/* ---- validation (uslab_cache_validate) ----------------------------------------------- */
+
+static long vproblem(struct uslab_cache *s, const char *what, const void *where, unsigned long a, unsigned long b)
+{
+	report_line("validate: cache '%s': slab mode: %s at %p (%lu, %lu)", s->name, what, where, a, b);
+	return 1;
+}
+
+/* One slab off list l (its inuse says which): its index list's free
+ * entries [inuse, objects) name distinct objects whose bitmap bits are
+ * clear, and exactly inuse bits are set. */
+static long validate_slab(struct uslab_cache *s, struct slab *d, int which, unsigned long *free_objs)
+{
+	static const char *const names[] = { "full", "partial", "free" };
+	if (slab_kind(d) != SK_SLAB || d->cache != s || !slab_is_array(d))
+		return vproblem(s, "a slab on a list is not a SLAB-format slab of this cache", slab_base(d),
+				(unsigned long)which, 0);
+	unsigned n = d->objects, inuse = inuse_of(d);
+	int want = !inuse ? 2 : inuse == n ? 0 : 1;
+	long problems = 0;
+	if (inuse > n)
+		return vproblem(s, "inuse above the slab's objects", slab_base(d), inuse, n);
+	if (want != which) {
+		report_line("validate: cache '%s': slab mode: slab %p with %u of %u objects out is on the %s list, "
+			    "not the %s list", s->name, slab_base(d), inuse, n, names[which], names[want]);
+		problems++;
+	}
+	const uint8_t *bm = bitmap_of(d);
+	const void *ix = index_of(d);
+	unsigned set = 0;
+	for (unsigned i = 0; i < n; i++)
+		set += (bm[i >> 3] >> (i & 7)) & 1;
+	if (set != inuse)
+		problems += vproblem(s, "bitmap bits set != objects out", slab_base(d), set, inuse);
+	/* free entries: in range, bit clear, each once (a bit set while
+	 * walking marks the ones seen; cleared again below) */
+	uint8_t seen[(SLAB_MAX_OBJECTS + 7) / 8];
+	memset(seen, 0, (n + 7) / 8);
+	for (unsigned k = inuse; k < n; k++) {
+		unsigned i = idx_get(d, ix, k);
+		if (i >= n) {
+			problems += vproblem(s, "index list entry out of range", slab_base(d), k, i);
+			continue;
+		}
+		if ((bm[i >> 3] >> (i & 7)) & 1)
+			problems += vproblem(s, "index list names an object whose bitmap bit says it is out",
+					     (char *)slab_first(s, d) + (size_t)i * s->size, k, i);
+		if ((seen[i >> 3] >> (i & 7)) & 1)
+			problems += vproblem(s, "index list names an object twice",
+					     (char *)slab_first(s, d) + (size_t)i * s->size, k, i);
+		seen[i >> 3] |= (uint8_t)(1U << (i & 7));
+	}
+	*free_objs += n - inuse;
+	return problems;
+}
+
+long array_validate_locked(struct uslab_cache *s)
+{
+	struct array_node *a = node_lists(s, this_nid());
+	struct slab_list *lists[] = { &a->full, &a->partial, &a->free };
+	_Atomic unsigned long *counts[] = { &a->nr_full, &a->nr_partial, &a->nr_free };
+	long problems = 0;
+	unsigned long free_objs = 0;
+	for (int l = 0; l < 3; l++) {
+		unsigned long k = 0, limit = (unsigned long)atomic_load_explicit(&a->nr_slabs, memory_order_relaxed) + 1;
+		struct slab *prev = NULL;
+		for (struct slab *d = lists[l]->head; d; prev = d, d = d->next) {
+			if (++k > limit) {
+				problems += vproblem(s, "list longer than the slabs that exist (a loop?)", lists[l],
+						     (unsigned long)l, limit);
+				break;
+			}
+			if (d->prev != prev)
+				problems += vproblem(s, "list link back does not name the slab before", slab_base(d),
+						     (unsigned long)l, k);
+			problems += validate_slab(s, d, l, &free_objs);
+			if (!d->next && lists[l]->tail != d)
+				problems += vproblem(s, "list tail is not its last slab", slab_base(d), (unsigned long)l,
+						     k);
+		}
+		if (!lists[l]->head && lists[l]->tail)
+			problems += vproblem(s, "empty list with a tail", lists[l], (unsigned long)l, 0);
+		if (k <= limit && k != atomic_load_explicit(counts[l], memory_order_relaxed))
+			problems += vproblem(s, "list count does not match the list", lists[l], k,
+					     atomic_load_explicit(counts[l], memory_order_relaxed));
+	}
+	if (free_objs != atomic_load_explicit(&a->free_objects, memory_order_relaxed))
+		problems += vproblem(s, "free_objects does not match the lists", a, free_objs,
+				     atomic_load_explicit(&a->free_objects, memory_order_relaxed));
+	return problems;
 }
 
 bool array_reap(struct uslab_cache *s, bool all)
@@ -1067,6 +1227,7 @@ bool array_reap(struct uslab_cache *s, bool all)
 	uint64_t now = os_now_ms(), due = atomic_load_explicit(&a->next_reap, memory_order_relaxed);
 	if (now >= due && atomic_compare_exchange_strong_explicit(&a->next_reap, &due, now + REAP_NODE_MS,
 								  memory_order_acq_rel, memory_order_relaxed)) {
+		os_ncpus_recheck();   /* (the free limit follows the CPU count: hotplug) */
 		/* the shared array, if no refill took from it since the last
 		 * reap: about a fifth of its capacity */
 		unsigned long gets = atomic_load_explicit(&b->gets, memory_order_relaxed);
@@ -1084,12 +1245,12 @@ bool array_reap(struct uslab_cache *s, bool all)
 		/* free slabs: a fifth of the free limit's worth, unless a
 		 * refill took a free slab since the last reap */
 		struct slab *discard = NULL;
-		slab_node_lock(s, NULL);
+		node_lock(s, NULL, this_nid());
 		if (a->free_touched)
 			a->free_touched = false;
 		else
 			drain_free_locked(a, (free_limit(s) + 5UL * layout_of(s).num - 1) / (5UL * layout_of(s).num), &discard);
-		slab_node_unlock(s);
+		node_unlock(s, this_nid());
 		discard_all(s, NULL, discard);
 	}
 	return atomic_load_explicit(&a->nr_free, memory_order_relaxed) ||

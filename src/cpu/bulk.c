@@ -21,8 +21,10 @@
  * pushed there, refilled and flushed a batch at a time.
  *
  * Debug caches and threads without a CPU part go one object at a time.
- * Allocation is all or nothing; every freed object gets the checks of a
- * single free, and the caller's array is left as it was.
+ * Allocation is all or nothing: a failed one gives back what it took
+ * without counting it (the totals count what the program got and gave
+ * back, in every mode); every freed object gets the checks of a single
+ * free, and the caller's array is left as it was.
  */
 #include "cpu.h"
 
@@ -98,6 +100,15 @@ static NOINLINE size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void
 			if (!objs[got]) {
 				int e = errno;
 				uslab_cache_free_bulk(s, got, objs);
+				/* nothing stays allocated: the objects taken were
+				 * counted one by one as they came and went (the debug
+				 * and part-less paths count as they go); take those
+				 * counts back, so that the totals, as in every mode,
+				 * count only what the program got (ALLOC_FAILED says
+				 * what happened). Unsigned counters: adding the
+				 * negation subtracts. */
+				stat_add(s, NULL, s->debug ? USLAB_STAT_ALLOC_BULK : USLAB_STAT_ALLOC_SLOWPATH, -(uint64_t)got);
+				stat_add(s, NULL, USLAB_STAT_FREE_BULK, -(uint64_t)got);
 				errno = e;
 				memset(objs, 0, nr * sizeof(void *));
 				return 0;

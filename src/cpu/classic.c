@@ -353,11 +353,12 @@ size_t cpu_slab_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr
 		}
 		c->freelist = x;
 		if (i < nr && !cpu_slab_refill(s, c)) {
-			/* nothing stays allocated: count what was taken, give it back */
-			stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
-			for (size_t j = 0; opt.hardened && j < i; j++)
-				slab_hand_out(s, objs[j]);
-			uslab_cache_free_bulk(s, i, objs);
+			/* nothing stays allocated: what was taken goes back
+			 * uncounted (the program never had it: neither its
+			 * allocations nor its frees change; ALLOC_FAILED says
+			 * what happened), never handed out under hardened */
+			if (i)
+				cpu_slab_free_bulk(s, c, i, objs);
 			stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
 			errno = ENOMEM;
 			return 0;

@@ -404,6 +404,10 @@ USLAB_HIDDEN bool array_reap(struct uslab_cache *s, bool all);
 USLAB_HIDDEN unsigned long array_shrink(struct uslab_cache *s);
 /* Free objects in listed SLAB-format slabs (count_live); node lock held. */
 USLAB_HIDDEN unsigned long array_free_objects_locked(struct uslab_cache *s);
+/* uslab_cache_validate's part for slab mode (node lock held): the three
+ * lists, each slab's index list and bitmap, the counts; one report_line
+ * per problem. Returns the problems found. */
+USLAB_HIDDEN long array_validate_locked(struct uslab_cache *s);
 
 /* ---- what the per-CPU layer needs from the malloc family ---------------- */
 /* Filled by src/glue.c (as core_hooks, slab.h): the layer calls down only. */

@@ -851,11 +851,10 @@ size_t home_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, vo
 	}
 	return nr;
 fail:
-	/* nothing stays allocated: count what was taken (the free counts it
-	 * back), give it back */
-	stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
+	/* nothing stays allocated: what was taken goes back uncounted (the
+	 * program never had it; bulk.c) */
 	if (i)
-		uslab_cache_free_bulk(s, i, objs);
+		home_free_bulk(s, c, i, objs);
 	stat_inc(s, c, USLAB_STAT_ALLOC_FAILED);
 	errno = ENOMEM;
 	return 0;
@@ -889,13 +888,16 @@ size_t home_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t n
 			slab_cpu_enter(s, c);   /* a slow path from here: its bookkeeping */
 			bool ok = c->mode == CPU_HOME && home_refill(s, c);
 			if (!ok) {
-				cpu_idle(c);
-				if (c->mode == CPU_HOME)
-					stat_inc(s, c, USLAB_STAT_ALLOC_FAILED), errno = ENOMEM;
-				/* nothing stays allocated (counted, so that the free counts back) */
-				stat_add(s, c, USLAB_STAT_ALLOC_BULK, i);
+				/* nothing stays allocated: what was taken goes back
+				 * uncounted (bulk.c), through whatever mode the part
+				 * runs now (still marked busy); the caller's general
+				 * path tries once more (the pages given back may serve
+				 * it) and counts a failure only if that fails too */
+				for (size_t j = 0; USLAB_TRACKED && j < i; j++)
+					track_free(objs[j], s->object_size);
 				if (i)
-					uslab_cache_free_bulk(s, i, objs);
+					home_free_bulk(s, c, i, objs);
+				cpu_idle(c);
 				return 0;   /* (a mode change: the caller's general path) */
 			}
 			x = c->freelist;

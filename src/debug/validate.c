@@ -9,6 +9,9 @@
  *    the counters (other threads may only push to it meanwhile, and the
  *    snapshot's chain cannot lose objects while the lock is held);
  *  - the calling thread's own CPU free list and CPU slab;
+ *  - slab mode's lists, under the node lock (array.c): each slab on the
+ *    list its inuse says, its index list's free entries distinct, in
+ *    range and clear in its bitmap, the bitmap's count, the list counts;
  *  - the node's slab and object counts against the slabs found.
  * Each problem is reported once, as one line.
  */
@@ -16,6 +19,7 @@
 #include "debug.h"
 
 #include <errno.h>
+#include <time.h>
 
 struct vstate {
 	struct uslab_cache *s;
@@ -102,6 +106,9 @@ long uslab_cache_validate(struct uslab_cache *cache)
 	if (listed != atomic_load_explicit(&n->nr_partial, memory_order_relaxed))
 		problem(&v, "nr_partial does not match the partial list", s, listed,
 			atomic_load_explicit(&n->nr_partial, memory_order_relaxed));
+	/* slab mode's lists (the same lock; empty for a cache that never ran
+	 * in slab mode) */
+	v.problems += array_validate_locked(s);
 	/* Slabs are created and freed by threads that hold no lock of ours
 	 * here; with the node lock held the counts can still move, so they
 	 * are compared only when the cache is quiet enough to agree twice. */
@@ -111,14 +118,26 @@ long uslab_cache_validate(struct uslab_cache *cache)
 	long ns = atomic_load_explicit(&n->nr_slabs, memory_order_relaxed);
 	long no = atomic_load_explicit(&n->total_objects, memory_order_relaxed);
 	pthread_mutex_unlock(&n->list_lock);
-	if (ns != v.slabs || no != v.objects) {
+	/* A slab is counted a moment before the page walk can see it (made)
+	 * and after it no longer can (discarded): a thread preempted in
+	 * between makes a walk and quiet counts disagree for as long as it
+	 * stays off its CPU. So disagreement is a problem only if it holds,
+	 * with the counts unchanged, over several walks some milliseconds
+	 * apart (about 40 ms in all). */
+	for (int tries = 0; ns != v.slabs || no != v.objects; tries++) {
 		struct vstate again = { .s = s };
 		page_for_each_slab(check_slab, &again);   /* counts only; problems were reported above */
 		long ns2 = atomic_load_explicit(&n->nr_slabs, memory_order_relaxed);
 		long no2 = atomic_load_explicit(&n->total_objects, memory_order_relaxed);
-		if (ns2 == ns && no2 == no && (again.slabs != ns || again.objects != no))
+		if (ns2 != ns || no2 != no || (again.slabs == ns && again.objects == no))
+			break;   /* moving, or they agree now */
+		if (tries == 8) {
 			problem(&v, "node slab/object counts disagree with the slabs found", s,
 				(unsigned long)again.slabs, (unsigned long)ns);
+			break;
+		}
+		struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);
 	}
 	return v.problems;
 }

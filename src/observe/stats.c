@@ -124,6 +124,11 @@ void stats_fill_info_locked(struct uslab_cache *named, struct uslab_cache_info *
 	info->hiwater = TUNE(s, hiwater);
 	info->barn_full_max = TUNE(s, barn_full_max);
 	info->barn_empty_max = TUNE(s, barn_empty_max);
+	/* version 5 */
+	info->limit = TUNE(s, limit);
+	info->batchcount = TUNE(s, batchcount);
+	info->sharedfactor = TUNE(s, sharedfactor);
+	info->free_slabs = atomic_load_explicit(&s->array.nr_free, memory_order_relaxed);
 	/* the barn's counts together, under its lock (a leaf: fine under
 	 * cache_mutex) */
 	pthread_mutex_lock(&s->node.barn.lock);
@@ -166,9 +171,10 @@ int uslab_cache_get_info(struct uslab_cache *s, struct uslab_cache_info *info)
 		memcpy(info, &full, sizeof full);
 		return 0;
 	}
-	if (version == 3) {   /* version 3's fields end where 4's begin */
-		memcpy(info, &full, offsetof(struct uslab_cache_info, cpu_mode));
-		info->version = 3;
+	if (version == 3 || version == 4) {   /* each version's fields end where the next's begin */
+		memcpy(info, &full, version == 3 ? offsetof(struct uslab_cache_info, cpu_mode)
+						 : offsetof(struct uslab_cache_info, limit));
+		info->version = version;
 		return 0;
 	}
 	/* an older caller's layout: never written past its own fields */
@@ -199,34 +205,10 @@ int uslab_cache_get_info(struct uslab_cache *s, struct uslab_cache_info *info)
 	return 0;
 }
 
-/* What /proc/slabinfo shows beyond struct uslab_cache_info: the SLAB
- * tunables and counts of a cache in slab mode (zeros in other modes, as
- * SLUB's). */
-struct slabinfo_extra {
-	unsigned limit, batchcount, sharedfactor;
-	unsigned long free_slabs, shared_avail;
-	bool slab_mode;
-};
-
-static void fill_extra_locked(struct uslab_cache *named, struct slabinfo_extra *x)
-{
-	struct uslab_cache *s = cache_root(named);
-	memset(x, 0, sizeof *x);
-	if (cache_cpu_mode(s) != CPU_SLAB)
-		return;
-	x->slab_mode = true;
-	x->limit = TUNE(s, limit);
-	x->batchcount = TUNE(s, batchcount);
-	x->sharedfactor = TUNE(s, sharedfactor);
-	x->free_slabs = atomic_load_explicit(&s->array.nr_free, memory_order_relaxed);
-	x->shared_avail = atomic_load_explicit(&s->node.barn.objects, memory_order_relaxed);
-}
-
 /* The n-th entry of the walk "each real cache, then its aliases" (list
  * order); false past the end. cache_mutex is taken and dropped per entry so
- * that printers call their output function without allocator locks. x (may
- * be NULL): slabinfo's extra columns. */
-static bool nth_info_ex(unsigned n, struct uslab_cache_info *info, struct slabinfo_extra *x)
+ * that printers call their output function without allocator locks. */
+static bool nth_info(unsigned n, struct uslab_cache_info *info)
 {
 	bool found = false;
 	pthread_mutex_lock(&cache_mutex);
@@ -239,18 +221,11 @@ static bool nth_info_ex(unsigned n, struct uslab_cache_info *info, struct slabin
 				hit = a;
 		if (hit) {
 			stats_fill_info_locked(hit, info);
-			if (x)
-				fill_extra_locked(hit, x);
 			found = true;
 		}
 	}
 	pthread_mutex_unlock(&cache_mutex);
 	return found;
-}
-
-static bool nth_info(unsigned n, struct uslab_cache_info *info)
-{
-	return nth_info_ex(n, info, NULL);
 }
 
 /* The kernel slabinfo tool's store_size(): 24.8M, 999.4K, or plain bytes. */
@@ -331,13 +306,13 @@ static size_t stats_json_str(char *buf, size_t size, const char *s)
 	return n < size ? n : (size ? size - 1 : 0);
 }
 
-/* Percentage of lock-free operations, in tenths. */
-static unsigned fast_pct10(const uint64_t *e)
+/* Percentage of allocations and frees the fast paths made, in tenths, of
+ * all the program made (bulk calls included: the totals uslabinfo's %Fast
+ * divides by too). */
+static unsigned fast_pct10(const struct uslab_cache_info *info)
 {
-	uint64_t fast = e[USLAB_STAT_ALLOC_FASTPATH] + e[USLAB_STAT_FREE_FASTPATH] + e[USLAB_STAT_ALLOC_PCS] +
-			e[USLAB_STAT_FREE_PCS];
-	uint64_t all = fast + e[USLAB_STAT_ALLOC_SLOWPATH] + e[USLAB_STAT_FREE_SLOWPATH];
-	return all ? (unsigned)(fast * 1000 / all) : 0;
+	uint64_t all = info->allocs + info->frees;
+	return all ? (unsigned)((info->allocs_fast + info->frees_fast) * 1000 / all) : 0;
 }
 
 static void print_table(void (*write_fn)(void *, const char *), void *arg, unsigned long opts)
@@ -355,7 +330,7 @@ static void print_table(void (*write_fn)(void *, const char *), void *arg, unsig
 		unsigned fr = info.slabs ? (unsigned)(info.partial_slabs * 100 / info.slabs) : 100;
 		unsigned ef = info.slab_bytes ? (unsigned)(info.active_objects * info.object_size * 100 / info.slab_bytes)
 					      : 100;
-		unsigned f10 = fast_pct10(info.events);
+		unsigned f10 = fast_pct10(&info);
 		fmt_buf(line, sizeof line, "%-21s %8llu %7zu %15s %14s %4u %1u %3u %3u %3u.%u %s\n", info.name,
 			(unsigned long long)info.active_objects, info.object_size, space, dist, info.objects_per_slab,
 			info.order, fr, ef, f10 / 10, f10 % 10, flg);
@@ -404,16 +379,18 @@ static void print_slabinfo(void (*write_fn)(void *, const char *), void *arg)
 	 * slab mode, as the kernel's SLAB: its limit, batchcount and
 	 * sharedfactor, slabs other than free ones as active, and the
 	 * objects in the shared array */
-	struct slabinfo_extra x;
-	for (unsigned i = 0; nth_info_ex(i, &info, &x); i++) {
+	for (unsigned i = 0; nth_info(i, &info); i++) {
 		if (info.alias_of[0])
 			continue;
 		slabinfo_name(name, info.name);
-		unsigned long active_slabs = info.slabs > x.free_slabs ? (unsigned long)info.slabs - x.free_slabs : 0;
+		bool slab = info.cpu_mode == USLAB_CPU_SLAB;
+		uint64_t free_slabs = slab ? info.free_slabs : 0;
+		unsigned long active_slabs = info.slabs > free_slabs ? (unsigned long)(info.slabs - free_slabs) : 0;
 		fmt_buf(line, sizeof line, "%-17s %6lu %6lu %6u %4u %4d : tunables %4u %4u %4u : slabdata %6lu %6lu %6lu\n",
 			name, (unsigned long)MIN(info.active_objects, info.total_objects), (unsigned long)info.total_objects,
-			(unsigned)info.slab_object_size, info.objects_per_slab, 1 << info.order, x.limit, x.batchcount,
-			x.sharedfactor, active_slabs, (unsigned long)info.slabs, x.shared_avail);
+			(unsigned)info.slab_object_size, info.objects_per_slab, 1 << info.order, slab ? info.limit : 0,
+			slab ? info.batchcount : 0, slab ? info.sharedfactor : 0, active_slabs, (unsigned long)info.slabs,
+			slab ? (unsigned long)info.barn_objects : 0UL);
 		write_fn(arg, line);
 	}
 }
@@ -453,10 +430,13 @@ static void print_json(void (*write_fn)(void *, const char *), void *arg)
 			"%s{\"name\":%s,\"object_size\":%zu,\"slab_object_size\":%zu,\"align\":%zu,\"order\":%u,"
 			"\"min_order\":%u,\"objects_per_slab\":%u,\"cpu_partial\":%u,\"min_partial\":%u,"
 			"\"sheaf_capacity\":%u,\"barn_full_max\":%u,\"barn_empty_max\":%u,"
+			"\"cpu_mode\":%u,\"limit\":%u,\"batchcount\":%u,\"sharedfactor\":%u,\"free_slabs\":%llu,"
 			"\"aliases\":%u,\"flags\":%lu,\"ctor\":%s,",
 			first ? "" : ",", q, info.object_size, info.slab_object_size, info.align, info.order,
 			info.min_order, info.objects_per_slab, info.cpu_partial, info.min_partial, info.sheaf_capacity,
-			info.barn_full_max, info.barn_empty_max, info.aliases, info.flags, info.has_ctor ? "true" : "false");
+			info.barn_full_max, info.barn_empty_max, info.cpu_mode, info.limit, info.batchcount,
+			info.sharedfactor, (unsigned long long)info.free_slabs, info.aliases, info.flags,
+			info.has_ctor ? "true" : "false");
 		write_fn(arg, line);
 		fmt_buf(line, sizeof line,
 			"\"slabs\":%llu,\"partial_slabs\":%llu,\"cpu_slabs\":%llu,\"total_objects\":%llu,"

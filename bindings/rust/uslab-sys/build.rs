@@ -210,13 +210,13 @@ fn parse_header(text: &str) -> Header {
 }
 
 /// The newest struct uslab_cache_info version src/lib.rs can mirror.
-const NEWEST_MIRRORED: u32 = 4;
+const NEWEST_MIRRORED: u32 = 5;
 
 /// The struct uslab_cache_info version src/lib.rs mirrors for this header:
-/// the header's own up to [`NEWEST_MIRRORED`] (4: cfg uslab_cache_info_v4
-/// and uslab_cache_info_v3; 3: uslab_cache_info_v3), else 2. A newer header
-/// is mirrored as 4, which the library still fills for a caller that asks
-/// for it. Returns (version, events[] length).
+/// the header's own up to [`NEWEST_MIRRORED`] (5: cfg uslab_cache_info_v5,
+/// v4 and v3; 4: uslab_cache_info_v4 and v3; 3: uslab_cache_info_v3), else
+/// 2. A newer header is mirrored as 5, which the library still fills for a
+/// caller that asks for it. Returns (version, events[] length).
 fn mirrored_cache_info(header: &Header) -> (u32, usize) {
     if header.cache_info_version >= 3 {
         let max = header
@@ -304,14 +304,15 @@ fn main() {
         .unwrap_or_else(|e| panic!("uslab-sys: cannot read {}: {}", header_path.display(), e));
     let header = parse_header(&header_text);
     fs::write(out_dir.join("generated.rs"), generate_rust(&header)).expect("writing generated.rs");
-    // struct uslab_cache_info grew sheaf fields in version 3, and the CPU
-    // mode and totals in version 4: src/lib.rs mirrors each version's
-    // fields under its cfg (v4 sets v3 too). (Declared for rustc's
+    // struct uslab_cache_info grew sheaf fields in version 3, the CPU
+    // mode and totals in version 4, slab mode's tunables in version 5:
+    // src/lib.rs mirrors each version's fields under its cfg (v5 sets v4
+    // and v3 too). (Declared for rustc's
     // check-cfg, which Rust 1.80 introduced; older Cargo would warn about
     // the key.)
     let mirrored = mirrored_cache_info(&header).0;
     let check_cfg = rustc_minor().map_or(false, |m| m >= 80);
-    for (cfg, since) in [("uslab_cache_info_v3", 3), ("uslab_cache_info_v4", 4)] {
+    for (cfg, since) in [("uslab_cache_info_v3", 3), ("uslab_cache_info_v4", 4), ("uslab_cache_info_v5", 5)] {
         if check_cfg {
             println!("cargo:rustc-check-cfg=cfg({})", cfg);
         }

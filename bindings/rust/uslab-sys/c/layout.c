@@ -45,6 +45,17 @@
 #define LAYOUT_V4(X)
 #endif
 
+/* Version 5: slab mode's tunables and free slabs (cfg uslab_cache_info_v5). */
+#if USLAB_CACHE_INFO_VERSION >= 5
+#define LAYOUT_V5(X) \
+	X(offsetof(struct uslab_cache_info, limit)) \
+	X(offsetof(struct uslab_cache_info, batchcount)) \
+	X(offsetof(struct uslab_cache_info, sharedfactor)) \
+	X(offsetof(struct uslab_cache_info, free_slabs))
+#else
+#define LAYOUT_V5(X)
+#endif
+
 /* Slab mode, which came without a struct version (src/lib.rs pushes its
  * value where USLAB_CPU_NR_MODES, counted by build.rs from the same header,
  * says the mode exists). */
@@ -89,6 +100,7 @@
 	X(offsetof(struct uslab_cache_info, has_ctor)) \
 	LAYOUT_V3(X) \
 	LAYOUT_V4(X) \
+	LAYOUT_V5(X) \
 	LAYOUT_CPU_SLAB(X) \
 	X(sizeof(struct uslab_process_info)) \
 	X(offsetof(struct uslab_process_info, segments)) \

@@ -108,14 +108,14 @@ pub const USLAB_STATS_SLABINFO: c_ulong = 0x2;
 pub const USLAB_STATS_FORM_MASK: c_ulong = 0x3;
 
 /// A snapshot of one cache (`struct uslab_cache_info`), in the version
-/// [`USLAB_CACHE_INFO_VERSION`] names: the header's, 4 at most (4: the CPU
-/// mode and totals; 3: the sheaf fields), else 2. `build.rs` picks it from
-/// the header.
+/// [`USLAB_CACHE_INFO_VERSION`] names: the header's, 5 at most (5: slab
+/// mode's tunables; 4: the CPU mode and totals; 3: the sheaf fields), else
+/// 2. `build.rs` picks it from the header.
 ///
 /// Set `version` to [`USLAB_CACHE_INFO_VERSION`] before calling
-/// [`uslab_cache_get_info`]. [`uslab_cache_info::sheaves`] and
-/// [`uslab_cache_info::v4`] read the version-3 and version-4 fields
-/// whichever version is mirrored.
+/// [`uslab_cache_get_info`]. [`uslab_cache_info::sheaves`],
+/// [`uslab_cache_info::v4`] and [`uslab_cache_info::v5`] read the
+/// version-3, 4 and 5 fields whichever version is mirrored.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct uslab_cache_info {
@@ -214,6 +214,19 @@ pub struct uslab_cache_info {
     /// Version 4: of those, the fast paths' (FREE_FASTPATH + FREE_PCS).
     #[cfg(uslab_cache_info_v4)]
     pub frees_fast: u64,
+    /// Version 5: slab mode's per-CPU array size (tunable `limit`; set in
+    /// every mode, used in slab mode).
+    #[cfg(uslab_cache_info_v5)]
+    pub limit: c_uint,
+    /// Version 5: slab mode's objects per refill and flush (`batchcount`).
+    #[cfg(uslab_cache_info_v5)]
+    pub batchcount: c_uint,
+    /// Version 5: slab mode's batches in the shared array (`sharedfactor`).
+    #[cfg(uslab_cache_info_v5)]
+    pub sharedfactor: c_uint,
+    /// Version 5: slab mode's slabs on the free list now.
+    #[cfg(uslab_cache_info_v5)]
+    pub free_slabs: u64,
 }
 
 /// The sheaf fields of [`uslab_cache_info`] (version 3), all 0 when the
@@ -260,6 +273,20 @@ pub struct uslab_cache_info_v4 {
     pub frees_fast: u64,
 }
 
+/// The fields version 5 added to [`uslab_cache_info`]: slab mode's tunables
+/// and its free slabs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct uslab_cache_info_v5 {
+    /// Per-CPU array size (tunable `limit`).
+    pub limit: c_uint,
+    /// Objects per refill and flush (`batchcount`).
+    pub batchcount: c_uint,
+    /// Batches in the shared array (`sharedfactor`).
+    pub sharedfactor: c_uint,
+    /// Slabs on slab mode's free list now.
+    pub free_slabs: u64,
+}
+
 impl uslab_cache_info {
     /// The counters that hold values: `events[..USLAB_NR_STAT_ITEMS]`.
     pub fn stat_events(&self) -> &[u64] {
@@ -284,6 +311,24 @@ impl uslab_cache_info {
         #[cfg(not(uslab_cache_info_v3))]
         {
             uslab_cache_info_sheaves::default()
+        }
+    }
+
+    /// The version-5 fields (slab mode's tunables and free slabs); `None`
+    /// when the mirrored version predates them.
+    pub fn v5(&self) -> Option<uslab_cache_info_v5> {
+        #[cfg(uslab_cache_info_v5)]
+        {
+            Some(uslab_cache_info_v5 {
+                limit: self.limit,
+                batchcount: self.batchcount,
+                sharedfactor: self.sharedfactor,
+                free_slabs: self.free_slabs,
+            })
+        }
+        #[cfg(not(uslab_cache_info_v5))]
+        {
+            None
         }
     }
 
@@ -567,6 +612,13 @@ mod tests {
             USLAB_CPU_HOME as usize,
             USLAB_CPU_SLQB as usize,
         ]);
+        #[cfg(uslab_cache_info_v5)]
+        rust.extend([
+            offset_of!(uslab_cache_info, limit),
+            offset_of!(uslab_cache_info, batchcount),
+            offset_of!(uslab_cache_info, sharedfactor),
+            offset_of!(uslab_cache_info, free_slabs),
+        ]);
         // Slab mode came without a struct version: c/layout.c has its value
         // where the header defines it.
         if USLAB_CPU_NR_MODES > USLAB_CPU_SLAB {
@@ -611,7 +663,7 @@ mod tests {
         // The header's struct versions may move ahead of the mirrored ones
         // (the library fills the version asked for), never behind. Where
         // the header's cache info is newer than the newest mirrored
-        // version (4), the C struct is larger than the mirror: then this
+        // version (5), the C struct is larger than the mirror: then this
         // test fails on its size first, as it should (mirror the new
         // version).
         let mirrored = [
