@@ -95,6 +95,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 c = {x["name"]: x for x in d["caches"]}
 assert d["fresh"] is True, d["fresh"]
+assert d["cpu_backend"] in ("rseq", "thread"), d["cpu_backend"]
 assert d["serving_thread"] is True, d["serving_thread"]
 assert d["background_thread"] is (sys.argv[3] == "True"), d["background_thread"]
 assert d["snapshot_age_ms"] <= int(sys.argv[4]) + 20, (d["snapshot_age_ms"], "older than the call")

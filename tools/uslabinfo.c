@@ -714,9 +714,10 @@ static void print_header_line(const struct target *t)
 	uint64_t now = now_ns();
 	double age = t->h.snap_ns && now > t->h.snap_ns ? (double)(now - t->h.snap_ns) / 1e9 : 0;
 	uint32_t st = t->h.state;
-	printf("# pid %d (%s): %u caches, %s, snapshot %.2f s old%s\n", t->h.pid, t->h.comm, t->n,
-	       st == EXPORT_FINAL ? "exited" : st == EXPORT_LIVE ? "running" : "not started", age,
-	       t->h.dropped ? " (some caches did not fit the file)" : "");
+	/* cpu_backend: whether per-CPU parts belong to CPUs (rseq) or threads. */
+	printf("# pid %d (%s): %u caches, %s, snapshot %.2f s old, per-CPU parts on %s%s\n", t->h.pid, t->h.comm,
+	       t->n, st == EXPORT_FINAL ? "exited" : st == EXPORT_LIVE ? "running" : "not started", age,
+	       t->h.cpu_backend ? "CPUs (rseq)" : "threads", t->h.dropped ? " (some caches did not fit the file)" : "");
 }
 
 /* Why the snapshot is old. */
@@ -963,10 +964,11 @@ static void print_json(const struct target *t, bool fresh)
 	json_str(t->h.comm);
 	uint32_t bg = atomic_load(&t->h.bg);
 	printf(",\"state\":\"%s\",\"fresh\":%s,\"snapshot_age_ms\":%" PRIu64 ",\"serving_thread\":%s,"
-	       "\"background_thread\":%s,\"dropped\":%u,",
+	       "\"background_thread\":%s,\"cpu_backend\":\"%s\",\"dropped\":%u,",
 	       st == EXPORT_FINAL ? "exited" : st == EXPORT_LIVE ? "running" : "not_started", fresh ? "true" : "false",
 	       t->h.snap_ns && now > t->h.snap_ns ? (now - t->h.snap_ns) / 1000000 : 0,
-	       bg & EXPORT_BG_SERVE ? "true" : "false", bg & EXPORT_BG_DECAY ? "true" : "false", t->h.dropped);
+	       bg & EXPORT_BG_SERVE ? "true" : "false", bg & EXPORT_BG_DECAY ? "true" : "false",
+	       t->h.cpu_backend ? "rseq" : "thread", t->h.dropped);
 	printf("\"process\":{\"segments\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64 ",\"used_bytes\":%" PRIu64
 	       ",\"dirty_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64 ",\"free_blocks\":[",
 	       p->segments, p->mapped_bytes, p->used_bytes, p->dirty_bytes, p->rss_bytes);

@@ -283,6 +283,7 @@ static void snapshot_locked(void)
 	}
 	h->nr_records = n;
 	h->dropped = dropped;
+	h->cpu_backend = !strcmp(uslab_cpu_backend(), "rseq");
 	h->proc.version = USLAB_PROCESS_INFO_VERSION;
 	uslab_process_get_info(&h->proc);
 	h->snap_ns = mono_ns();

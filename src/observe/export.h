@@ -134,7 +134,8 @@ struct export_header {
 	uint32_t nr_records;             /* records in the snapshot */
 	uint32_t capacity;               /* records the file has room for */
 	uint32_t dropped;                /* caches left out (no room) */
-	uint32_t pad;
+	uint32_t cpu_backend;            /* 1: caches in sheaves mode keep parts of CPUs (rseq); 0: of
+					  * threads (uslab_cpu_backend()) */
 	struct uslab_process_info proc;  /* uslab_process_get_info() */
 };
 

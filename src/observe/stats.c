@@ -402,8 +402,9 @@ static void print_json(void (*write_fn)(void *, const char *), void *arg)
 	struct uslab_process_info pi = { .version = USLAB_PROCESS_INFO_VERSION };
 	uslab_process_get_info(&pi);
 	fmt_buf(line, sizeof line,
-		"{\"version\":1,\"process\":{\"segments\":%llu,\"mapped_bytes\":%llu,\"used_bytes\":%llu,"
-		"\"dirty_bytes\":%llu,\"rss_bytes\":%llu,\"free_blocks\":[",
+		"{\"version\":1,\"process\":{\"cpu_backend\":\"%s\",\"segments\":%llu,\"mapped_bytes\":%llu,"
+		"\"used_bytes\":%llu,\"dirty_bytes\":%llu,\"rss_bytes\":%llu,\"free_blocks\":[",
+		uslab_cpu_backend(),
 		(unsigned long long)pi.segments, (unsigned long long)pi.mapped_bytes,
 		(unsigned long long)pi.used_bytes, (unsigned long long)pi.dirty_bytes,
 		(unsigned long long)pi.rss_bytes);
