@@ -9,7 +9,7 @@
 #
 #   bench/idle_threads.sh [--quick] [--reps N] [--threads "16 64"] [--wait-ms MS]
 #                         [--objects N] [--rounds R] [--keep K]
-#                         [--peers "glibc jemalloc tcmalloc mimalloc uslab uslab-classic ..."]
+#                         [--peers "glibc jemalloc tcmalloc mimalloc uslab uslab-tls uslab-classic ..."]
 #                         [--no-chart] [--no-save]
 #
 # T threads (--threads, each count its own runs) each allocate --objects (200)
@@ -126,6 +126,7 @@ for p in $peers; do
 	case $p in
 	glibc) LIB[$p]="" ;;
 	uslab) LIB[$p]=$USLAB_LIB; OPTS[$p]="" ;;
+	uslab-tls) LIB[$p]=$USLAB_LIB; OPTS[$p]="cpu_backend=tls" ;;   # sheaves on parts of threads
 	uslab-?*)
 		LIB[$p]=$USLAB_LIB; OPTS[$p]="slub_cpu_mode=${p#uslab-}"
 		if ! mode_taken "${p#uslab-}"; then
@@ -263,7 +264,7 @@ done
 	echo "- Command: \`$cmdline\`$([ $quick = 1 ] && echo ' (quick: a smoke test, not a measurement)')"
 	echo "- Workload: threads [$threads]; each: $objects objects of each of 12 classes (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048 B), written, freed in random order, x $rounds rounds, $keep per class kept; then idle on a condition variable; RSS from /proc/self/statm after ${wait_ms} ms idle, and after the release call"
 	echo
-	echo "KiB per idle thread = (RSS - RSS before the threads started) / threads. Medians of $reps run(s); x$base = ratio to $base's median at the same thread count. \"of which stacks\": (RSS with the threads started, before they allocate - base) / threads, the same for every allocator. uslab = libuslab-malloc.so with its defaults (home mode); uslab-NAME = USLAB_OPTIONS=slub_cpu_mode=NAME."
+	echo "KiB per idle thread = (RSS - RSS before the threads started) / threads. Medians of $reps run(s); x$base = ratio to $base's median at the same thread count. \"of which stacks\": (RSS with the threads started, before they allocate - base) / threads, the same for every allocator. uslab = libuslab-malloc.so with its defaults (sheaves mode, on parts of CPUs where rseq runs); uslab-NAME = USLAB_OPTIONS=slub_cpu_mode=NAME; uslab-tls = USLAB_OPTIONS=cpu_backend=tls (sheaves on parts of threads)."
 	echo
 	cat "$TABLE"
 	[ -z "$skipped" ] || { echo; echo "Left out:$skipped"; }

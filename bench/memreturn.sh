@@ -24,6 +24,8 @@
 #
 #   uslab      libuslab-malloc.so, USLAB_OPTIONS=background_thread=0
 #   uslab-bg   libuslab-malloc.so, USLAB_OPTIONS=background_thread=1
+#   uslab-tls  uslab with cpu_backend=tls (sheaves on parts of threads)
+#   uslab-home uslab with slub_cpu_mode=home
 #   glibc      no LD_PRELOAD
 #   jemalloc, mimalloc   /usr/lib/<multiarch>/libjemalloc.so.2, libmimalloc.so.2
 #                        (skipped with a message when missing)
@@ -87,6 +89,9 @@ fi
 declare -A LIB OPT
 LIB[uslab]=$BUILD/libuslab-malloc.so;    OPT[uslab]="background_thread=0"
 LIB[uslab-bg]=$BUILD/libuslab-malloc.so; OPT[uslab-bg]="background_thread=1"
+# the per-CPU backend's fallback and the thread-owned mode, for comparison
+LIB[uslab-tls]=$BUILD/libuslab-malloc.so; OPT[uslab-tls]="background_thread=0 cpu_backend=tls"
+LIB[uslab-home]=$BUILD/libuslab-malloc.so; OPT[uslab-home]="background_thread=0 slub_cpu_mode=home"
 LIB[glibc]=""
 LIB[jemalloc]=$LIBDIR/libjemalloc.so.2
 LIB[mimalloc]=$LIBDIR/libmimalloc.so.2

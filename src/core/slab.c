@@ -282,14 +282,14 @@ static unsigned carve_range(struct uslab_cache *s, struct slab *d, unsigned want
 {
 	unsigned per = slab_chunk_objs(d), from = slab_carved(d);
 	unsigned chunks = MAX((want + per - 1) / per, (unsigned)CARVE_STEP);
-	unsigned to_chunk = MIN((unsigned)d->carve + chunks, (unsigned)CARVE_CHUNKS);
+	unsigned to_chunk = MIN(slab_carve_chunks(d) + chunks, (unsigned)CARVE_CHUNKS);
 	unsigned to = MIN(to_chunk * per, (unsigned)d->objects);
 	char *base = slab_first(s, d);
 	for (unsigned i = from; s->ctor && i < to; i++)
 		s->ctor(base + (size_t)i * s->size);
 	for (unsigned i = from; USLAB_TRACKED && i < to; i++)
 		track_new(base + (size_t)i * s->size, s->object_size);
-	d->carve = (uint8_t)(to == d->objects ? CARVE_CHUNKS : to_chunk);
+	__atomic_store_n(&d->carve, (uint8_t)(to == d->objects ? CARVE_CHUNKS : to_chunk), __ATOMIC_RELAXED);
 	*first = from;
 	return to - from;
 }

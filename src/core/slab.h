@@ -91,10 +91,21 @@ static inline unsigned slab_chunk_objs(const struct slab *d)
 {
 	return (d->objects + CARVE_CHUNKS - 1U) / CARVE_CHUNKS;
 }
+/* d->carve, read by anyone. Relaxed atomic: a free that reads it without
+ * the node lock (free_chain's listing test) may race with a holder's carve,
+ * but decides only together with the slab word it then swaps, and the
+ * holder changes that word (freezing, then unfreezing it by a release CAS
+ * after the carve) around any carve: a stale value goes with a stale word
+ * and the CAS fails. A value read after an acquire load of an unfrozen
+ * word is the holder's last. */
+static inline unsigned slab_carve_chunks(const struct slab *d)
+{
+	return __atomic_load_n(&d->carve, __ATOMIC_RELAXED);
+}
 /* Objects carved so far. */
 static inline unsigned slab_carved(const struct slab *d)
 {
-	return MIN((unsigned)d->carve * slab_chunk_objs(d), (unsigned)d->objects);
+	return MIN(slab_carve_chunks(d) * slab_chunk_objs(d), (unsigned)d->objects);
 }
 static inline unsigned slab_uncarved(const struct slab *d)
 {

@@ -64,8 +64,8 @@ static void check_slab(struct slab *d, void *arg)
 		problem(v, "slab object count does not fit its pages", slab_base(d), d->objects, max_objs);
 	if (fc_inuse(fc) > d->objects)
 		problem(v, "slab inuse above its object count", slab_base(d), fc_inuse(fc), d->objects);
-	if (d->carve > CARVE_CHUNKS)
-		problem(v, "slab carved past its objects", slab_base(d), d->carve, CARVE_CHUNKS);
+	if (slab_carve_chunks(d) > CARVE_CHUNKS)
+		problem(v, "slab carved past its objects", slab_base(d), slab_carve_chunks(d), CARVE_CHUNKS);
 }
 
 long uslab_cache_validate(struct uslab_cache *cache)
