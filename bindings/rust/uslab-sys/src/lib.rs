@@ -488,6 +488,19 @@ extern "C" {
     pub fn uslab_cache_get_info(cache: *mut uslab_cache, info: *mut uslab_cache_info) -> c_int;
     /// Fills `info` (set `version` first); 0, or -1 with errno EINVAL.
     pub fn uslab_process_get_info(info: *mut uslab_process_info) -> c_int;
+    /// The backend the CPU parts run on: "rseq" (caches in sheaves mode keep
+    /// one part per CPU) or "thread"; a static string.
+    pub fn uslab_cpu_backend() -> *const c_char;
+    /// One CPU's part of `cache` (per-CPU backend): its event counters into
+    /// `events[..n]` (by stat item) and the objects it holds into `*objects`
+    /// (may be NULL); 0, or -1 with errno ENOENT (no part there) or EINVAL.
+    pub fn uslab_cache_cpu_stats(
+        cache: *mut uslab_cache,
+        cpu: c_uint,
+        events: *mut u64,
+        n: usize,
+        objects: *mut u64,
+    ) -> c_int;
     /// Prints every cache through `write_fn` in the form chosen by `opts`.
     pub fn uslab_stats_print(write_fn: uslab_write_fn, arg: *mut c_void, opts: c_ulong);
     /// Prints the statistics table to a file descriptor.

@@ -450,6 +450,28 @@ impl<T> Cache<T> {
         CacheInfo::of(self.raw)
     }
 
+    /// The counters of this cache's part on CPU `cpu`, as SLUB's per-CPU
+    /// sysfs files: `Ok(None)` when that CPU has no part of it (no
+    /// operation ran there, or the parts are threads': see
+    /// [`crate::cpu_backend`]).
+    pub fn cpu_stats(&self, cpu: u32) -> io::Result<Option<CpuStats>> {
+        let mut events = vec![0u64; sys::USLAB_NR_STAT_ITEMS];
+        let mut objects = 0u64;
+        // SAFETY: self.raw is a live cache; `events` has room for n counters.
+        let r = unsafe {
+            sys::uslab_cache_cpu_stats(self.raw.as_ptr(), cpu, events.as_mut_ptr(), events.len(), &mut objects)
+        };
+        if r == 0 {
+            return Ok(Some(CpuStats { cpu, objects, events }));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc_enoent()) {
+            Ok(None)
+        } else {
+            Err(e)
+        }
+    }
+
     /// The name given at creation.
     pub fn name(&self) -> &str {
         // SAFETY: the name lives as long as the cache; it was copied from a
@@ -674,4 +696,33 @@ impl<T: Hash> Hash for CacheBox<'_, T> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         (**self).hash(state)
     }
+}
+
+/// One CPU's part of a cache ([`Cache::cpu_stats`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CpuStats {
+    /// The CPU.
+    pub cpu: u32,
+    /// Objects its sheaves hold now.
+    pub objects: u64,
+    events: Vec<u64>,
+}
+
+impl CpuStats {
+    /// The value of one counter (`ALLOC_PCS`, `FREE_PCS`: its fast paths'
+    /// pops and pushes, exact).
+    pub fn event(&self, item: crate::StatItem) -> u64 {
+        self.events.get(item.index()).copied().unwrap_or(0)
+    }
+
+    /// The value of the counter called `name`, if this uslab has it.
+    pub fn event_by_name(&self, name: &str) -> Option<u64> {
+        crate::StatItem::by_name(name).map(|i| self.event(i))
+    }
+}
+
+/// ENOENT without a libc dependency (Linux: 2 on every architecture).
+const fn libc_enoent() -> i32 {
+    2
 }

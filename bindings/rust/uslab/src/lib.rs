@@ -60,7 +60,7 @@ mod cache;
 mod stats;
 
 pub use crate::alloc::UslabAlloc;
-pub use crate::cache::{Cache, CacheBox, CpuMode, Flags};
+pub use crate::cache::{Cache, CacheBox, CpuMode, CpuStats, Flags};
 pub use crate::stats::{
     export_path, export_refresh, malloc_info, process_info, stats_string, CacheInfo, Event,
     MallocInfo, ProcessInfo, StatItem, StatsForm,
@@ -99,4 +99,19 @@ pub fn version() -> Version {
         minor: v / 100 % 100,
         patch: v % 100,
     }
+}
+
+/// Where the CPU parts run, for the whole process: `"rseq"` (caches in
+/// sheaves mode keep one part per CPU, run by restartable sequences) or
+/// `"thread"` (every part is a thread's). `USLAB_OPTIONS=cpu_backend=tls`
+/// forces the second.
+///
+/// ```
+/// assert!(["rseq", "thread"].contains(&uslab::cpu_backend()));
+/// ```
+pub fn cpu_backend() -> &'static str {
+    // SAFETY: a static NUL-terminated string.
+    unsafe { std::ffi::CStr::from_ptr(sys::uslab_cpu_backend()) }
+        .to_str()
+        .unwrap_or("thread")
 }

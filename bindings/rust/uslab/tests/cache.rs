@@ -217,6 +217,39 @@ fn info_and_events() -> io::Result<()> {
     Ok(())
 }
 
+/// Per-CPU counters: on the per-CPU backend a cache in sheaves mode has a
+/// part on the CPU this thread ran on (or one of them), and the parts'
+/// pops and pushes sum to what the cache counted on its sheaves; on the
+/// thread-local backend no CPU has one.
+#[test]
+fn cpu_stats_sum_to_the_cache() -> io::Result<()> {
+    let cache: Cache<[u64; 4]> = Cache::with_flags("percpu", Flags::NO_MERGE)?;
+    cache.set_cpu_mode(CpuMode::Sheaves)?;
+    for _ in 0..10 {
+        let objs: Vec<_> = (0..50).map(|_| cache.alloc([7; 4])).collect::<io::Result<_>>()?;
+        drop(objs);
+    }
+    let info = cache.info()?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let (mut parts, mut pops, mut pushes) = (0, 0, 0);
+    for cpu in 0..cpus.max(64) {
+        if let Some(s) = cache.cpu_stats(cpu)? {
+            assert_eq!(s.cpu, cpu);
+            parts += 1;
+            pops += s.event_by_name("ALLOC_PCS").unwrap_or(0);
+            pushes += s.event_by_name("FREE_PCS").unwrap_or(0);
+        }
+    }
+    if uslab::cpu_backend() == "rseq" && info.cpu_mode == CpuMode::Sheaves {
+        assert!(parts >= 1, "no CPU has a part of a cache this thread used");
+        assert!(pops <= info.event_by_name("ALLOC_PCS").unwrap_or(0));
+        assert!(pushes <= info.event_by_name("FREE_PCS").unwrap_or(0));
+    } else {
+        assert_eq!(parts, 0, "parts of threads are no CPU's");
+    }
+    Ok(())
+}
+
 #[test]
 fn debug_caches_work() -> io::Result<()> {
     let cache: Cache<[u32; 10]> = Cache::with_flags("debugged", Flags::DEBUG)?;
