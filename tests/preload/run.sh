@@ -56,7 +56,11 @@ run_both() {
 	shift
 	local t0=$SECONDS key cache=""
 	if [ -n "${USLAB_PRELOAD_BASELINE:-}" ]; then
-		key=$(printf '%s\n' "$name" "$@" | cksum | cut -d' ' -f1)
+		# the command line with this run's temporary directory named WORK,
+		# and the scripts and inputs written into it, so that the key is
+		# the same from run to run and changes with what is run
+		key=$( { printf '%s\n' "$name" "$@" | sed "s|$WORK|WORK|g"; cat "$WORK/$name".sh "$WORK/$name".sql "$WORK/$name".c 2>/dev/null; } |
+			cksum | cut -d' ' -f1)
 		cache=$USLAB_PRELOAD_BASELINE/$name.$key
 	fi
 	if [ -n "$cache" ] && [ -f "$cache.rc" ]; then
