@@ -70,7 +70,7 @@ bool slab_cas(struct slab *slab, uint64_t *old, uint64_t new)
 
 void slab_node_lock(struct uslab_cache *s, struct cpu_cache *c)
 {
-	pthread_mutex_lock(&s->node.list_lock);
+	slab_lock_spin(&s->node.list_lock);
 	core_stat_inc(s, c, USLAB_STAT_NODE_LOCK);
 }
 

@@ -538,6 +538,38 @@ USLAB_HIDDEN void slab_publish(struct slab *slab);
 /* node partial list; list_lock held */
 USLAB_HIDDEN void add_partial_locked(struct node *n, struct slab *slab, bool tail);
 USLAB_HIDDEN void remove_partial_locked(struct node *n, struct slab *slab);
+/*
+ * Take a lock that is held for short batches (the node lock, a barn's, a
+ * CPU part's): the kernel takes these as spinlocks, whose waiter never
+ * sleeps. These are pthread mutexes, whose waiter sleeps on a futex at the
+ * first failed attempt and costs the holder a futex wake: SmartHeap's
+ * patterns (runs of hundreds of frees of one size, two threads, one node
+ * lock per cache) made tens of thousands of such sleeps a second in slab
+ * mode and then in sheaves mode (issues 25, 26). So a waiter tries again
+ * for about a hold's time, backing off, before it sleeps; with more
+ * threads than CPUs a holder may be off its CPU, and the bound keeps a
+ * spin from costing more than the sleep it avoids.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#define slab_spin_pause() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define slab_spin_pause() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define slab_spin_pause() __asm__ __volatile__("" ::: "memory")
+#endif
+#ifndef SLAB_SPIN_ROUNDS
+#define SLAB_SPIN_ROUNDS 8   /* attempts; the pauses between double: 255 in all */
+#endif
+static inline void slab_lock_spin(pthread_mutex_t *m)
+{
+	for (unsigned r = 0; r < SLAB_SPIN_ROUNDS; r++) {
+		if (!pthread_mutex_trylock(m))
+			return;
+		for (unsigned k = 1U << r; k; k--)
+			slab_spin_pause();
+	}
+	pthread_mutex_lock(m);
+}
 USLAB_HIDDEN void slab_node_lock(struct uslab_cache *s, struct cpu_cache *c);
 USLAB_HIDDEN void slab_node_unlock(struct uslab_cache *s);
 /* The slab word's compare-and-swap (always locked: slab.c). */

@@ -114,44 +114,13 @@ static inline struct array_node *node_lists(struct uslab_cache *s, unsigned nid)
 }
 
 /* ---- locks ------------------------------------------------------------------------ */
-/*
- * The kernel's SLAB takes its list_lock and the shared array's lock as
- * spinlocks: a waiter never sleeps, and a holder holds one for a batch of
- * index-list work (a microsecond or two). The locks here are pthread
- * mutexes, whose waiter sleeps on a futex at the first failed attempt and
- * costs the holder a futex wake at unlock: sh6bench's pattern (runs of
- * hundreds of frees of one size, two threads, one node lock per cache)
- * made tens of thousands of such sleeps a second (issue 25). So a waiter
- * tries again for about a hold's time, backing off, before it sleeps; with
- * more threads than CPUs a holder may be off its CPU, and the bound keeps
- * a spin from costing more than the sleep it avoids.
- */
-#if defined(__x86_64__) || defined(__i386__)
-#define spin_pause() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define spin_pause() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define spin_pause() __asm__ __volatile__("" ::: "memory")
-#endif
-#ifndef ARRAY_SPIN_ROUNDS
-#define ARRAY_SPIN_ROUNDS 8   /* attempts; the pauses between double: 255 in all */
-#endif
-
-static void lock_spin(pthread_mutex_t *m)
-{
-	for (unsigned r = 0; r < ARRAY_SPIN_ROUNDS; r++) {
-		if (!pthread_mutex_trylock(m))
-			return;
-		for (unsigned k = 1U << r; k; k--)
-			spin_pause();
-	}
-	pthread_mutex_lock(m);
-}
+/* The node lock and the shared array's lock are taken spinning first, as
+ * the kernel's SLAB takes them as spinlocks (slab_lock_spin, slab.h). */
 
 static inline void node_lock(struct uslab_cache *s, struct cpu_cache *c, unsigned nid)
 {
 	(void)nid;
-	lock_spin(&s->node.list_lock);
+	slab_lock_spin(&s->node.list_lock);
 	stat_inc(s, c, USLAB_STAT_NODE_LOCK);
 }
 static inline void node_unlock(struct uslab_cache *s, unsigned nid)
@@ -733,7 +702,7 @@ static void batch_recycle(struct uslab_cache *s, struct cpu_cache *c, struct she
 		return;
 	}
 	if (atomic_load_explicit(&b->nr_empty, memory_order_relaxed) < TUNE(s, barn_empty_max)) {
-		lock_spin(&b->lock);
+		slab_lock_spin(&b->lock);
 		unsigned ne = atomic_load_explicit(&b->nr_empty, memory_order_relaxed);
 		if (ne < TUNE(s, barn_empty_max)) {
 			sh->next = b->empty;
@@ -801,7 +770,7 @@ static struct sheaf *batch_empty(struct uslab_cache *s, struct cpu_cache *c, uns
 	if (sh)
 		batch_recycle(s, NULL, sh);   /* too small: to the barn or freed */
 	while (atomic_load_explicit(&b->nr_empty, memory_order_relaxed)) {
-		lock_spin(&b->lock);
+		slab_lock_spin(&b->lock);
 		sh = b->empty;
 		if (sh) {
 			b->empty = sh->next;
@@ -826,7 +795,7 @@ static struct sheaf *shared_take(struct uslab_cache *s, struct cpu_cache *c)
 	struct barn *b = &s->node.barn;
 	if (!atomic_load_explicit(&b->nr_full, memory_order_relaxed))
 		return NULL;   /* racy peek: a miss only means the slab lists */
-	lock_spin(&b->lock);
+	slab_lock_spin(&b->lock);
 	struct sheaf *sh = b->full;
 	if (sh) {
 		b->full = sh->next;
@@ -876,7 +845,7 @@ static bool shared_put(struct uslab_cache *s, struct cpu_cache *c, void *const *
 	memcpy(sh->objects, objs, n * sizeof(void *));
 	sh->size = n;
 	bool ok = false;
-	lock_spin(&b->lock);
+	slab_lock_spin(&b->lock);
 	unsigned nf = atomic_load_explicit(&b->nr_full, memory_order_relaxed);
 	if (nf < sf) {
 		sh->next = b->full;

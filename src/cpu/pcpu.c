@@ -330,7 +330,7 @@ struct cpu_cache *pcpu_acquire(struct uslab_cache *s)
 		struct cpu_cache *c = __atomic_load_n(&area(cpu)->slots[s->id], __ATOMIC_ACQUIRE);
 		if (!c && !(c = part_create(s, cpu)))
 			break;
-		pthread_mutex_lock(&c->plock);
+		slab_lock_spin(&c->plock);   /* held for a slow path's batch: spin first */
 		if (unlikely(c->pcpu_retired)) {   /* retired since it was loaded */
 			pthread_mutex_unlock(&c->plock);
 			continue;

@@ -107,7 +107,7 @@ static struct sheaf *barn_get_full(struct uslab_cache *s, struct cpu_cache *c, u
 			stat_inc(s, c, USLAB_STAT_BARN_GET_FAIL);
 			return NULL;   /* racy peek: a miss only means a refill */
 		}
-		pthread_mutex_lock(&b->lock);
+		slab_lock_spin(&b->lock);
 		sh = b->full;
 		if (sh) {
 			b->full = sh->next;
@@ -141,7 +141,7 @@ static bool barn_put_full(struct uslab_cache *s, struct cpu_cache *c, struct she
 	unsigned max = TUNE(s, barn_full_max);
 	bool ok = false;
 	if (atomic_load_explicit(&b->nr_full, memory_order_relaxed) < max) {
-		pthread_mutex_lock(&b->lock);
+		slab_lock_spin(&b->lock);
 		unsigned nf = atomic_load_explicit(&b->nr_full, memory_order_relaxed);
 		if (nf < max) {
 			sh->next = b->full;
@@ -164,7 +164,7 @@ static struct sheaf *barn_get_empty(struct uslab_cache *s, struct cpu_cache *c, 
 {
 	struct barn *b = &s->node.barn;
 	while (atomic_load_explicit(&b->nr_empty, memory_order_relaxed)) {
-		pthread_mutex_lock(&b->lock);
+		slab_lock_spin(&b->lock);
 		struct sheaf *sh = b->empty;
 		if (sh) {
 			b->empty = sh->next;
@@ -190,7 +190,7 @@ static void barn_put_empty(struct uslab_cache *s, struct cpu_cache *c, struct sh
 	unsigned max = TUNE(s, barn_empty_max);
 	sh->size = 0;
 	if (atomic_load_explicit(&b->nr_empty, memory_order_relaxed) < max) {
-		pthread_mutex_lock(&b->lock);
+		slab_lock_spin(&b->lock);
 		unsigned ne = atomic_load_explicit(&b->nr_empty, memory_order_relaxed);
 		if (ne < max) {
 			sh->next = b->empty;
@@ -207,7 +207,7 @@ static void barn_put_empty(struct uslab_cache *s, struct cpu_cache *c, struct sh
 void sheaf_flush_barn(struct uslab_cache *s)
 {
 	struct barn *b = &s->node.barn;
-	pthread_mutex_lock(&b->lock);
+	slab_lock_spin(&b->lock);
 	struct sheaf *full = b->full, *empty = b->empty;
 	b->full = b->empty = NULL;
 	atomic_store_explicit(&b->nr_full, 0, memory_order_relaxed);
