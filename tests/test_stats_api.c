@@ -9,6 +9,19 @@
  *                                that takes allocation slow paths every few
  *                                ms, until SIGTERM or stdin closes (bounded:
  *                                120 s); exits normally (final snapshot)
+ *   test_stats_api cpu-child     the live child of uslabinfo --cpus: cache
+ *                                obs_cpu used by one thread pinned to each
+ *                                CPU it may run on, one after the other
+ *                                (CPU i: 300 (i + 1) allocations, then their
+ *                                frees), then left alone; prints
+ *                                "BACKEND rseq|thread PERCPU 0|1" (does
+ *                                obs_cpu keep parts of CPUs: check.h's
+ *                                cache_per_cpu), "PINNED n" (CPUs a thread
+ *                                ran pinned to), one line "CPU cpu objects
+ *                                alloc_pcs free_pcs" per CPU that
+ *                                uslab_cache_cpu_stats knows, then "READY
+ *                                pid file"; then as child (obs_tick's slow
+ *                                paths) until stdin closes
  *
  * Known heap: obs_a (200 B, no merge) with 1000 live objects; obs_b (64 B,
  * no merge) with 300 allocated and 100 freed: 200 live; obs_m1 and obs_m2
@@ -234,13 +247,10 @@ static void unit(void)
 static volatile sig_atomic_t stop;
 static void on_term(int sig) { (void)sig; stop = 1; }
 
-static void child(void)
+/* The live loop: obs_tick's slow paths every few ms (a process without a
+ * serving thread answers on them) until stdin closes, SIGTERM or 120 s. */
+static void tick_loop(void)
 {
-	signal(SIGTERM, on_term);
-	build_heap();
-	const char *path = uslab_export_path();
-	printf("READY %d %s\n", (int)getpid(), path ? path : "-");
-	fflush(stdout);
 	static void *p[64];
 	struct pollfd pfd = { .fd = 0, .events = POLLIN };
 	for (int round = 0; !stop && round < 120 * 200; round++) {
@@ -255,6 +265,78 @@ static void child(void)
 				break;   /* stdin closed: the driver is done */
 		}
 	}
+}
+
+static struct uslab_cache *cpuc;
+struct pinned {
+	int cpu;      /* in: the CPU to run on */
+	int n;        /* in: objects to allocate, then free */
+	bool ok;      /* out: the thread ran pinned to cpu */
+};
+
+static void *pinned_run(void *arg)
+{
+	struct pinned *w = arg;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(w->cpu, &set);
+	w->ok = !sched_setaffinity(0, sizeof set, &set);
+	void **v = malloc((size_t)w->n * sizeof *v);
+	CHECK(v != NULL);
+	for (int i = 0; i < w->n; i++)
+		CHECK((v[i] = uslab_cache_alloc(cpuc)) != NULL);
+	for (int i = 0; i < w->n; i++)
+		uslab_cache_free(cpuc, v[i]);
+	free(v);
+	return NULL;
+}
+
+static void cpu_child(void)
+{
+	signal(SIGTERM, on_term);
+	tick = uslab_cache_create("obs_tick", 512, 0, USLAB_NO_MERGE, NULL);
+	cpuc = uslab_cache_create("obs_cpu", 48, 0, USLAB_NO_MERGE, NULL);
+	CHECK(tick && cpuc);
+	cpu_set_t allowed;
+	CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+	int pinned = 0, max_cpu = 0;
+	for (int cpu = 0, i = 0; cpu < CPU_SETSIZE && i < 64; cpu++) {
+		if (!CPU_ISSET(cpu, &allowed))
+			continue;
+		struct pinned w = { .cpu = cpu, .n = 300 * ++i };
+		pthread_t th;
+		CHECK(pthread_create(&th, NULL, pinned_run, &w) == 0);
+		CHECK(pthread_join(th, NULL) == 0);
+		pinned += w.ok;
+		max_cpu = cpu;
+	}
+	struct uslab_cache_info info = { .version = USLAB_CACHE_INFO_VERSION };
+	CHECK(uslab_cache_get_info(cpuc, &info) == 0);
+	printf("BACKEND %s PERCPU %d\nPINNED %d\n", uslab_cpu_backend(), cache_per_cpu(&info), pinned);
+	for (unsigned cpu = 0; cpu <= (unsigned)max_cpu || cpu < check_ncpus_conf(); cpu++) {
+		uint64_t ev[USLAB_NR_STAT_ITEMS], objects;
+		if (uslab_cache_cpu_stats(cpuc, cpu, ev, USLAB_NR_STAT_ITEMS, &objects)) {
+			CHECK(errno == ENOENT);
+			continue;
+		}
+		printf("CPU %u %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", cpu, objects, ev[USLAB_STAT_ALLOC_PCS],
+		       ev[USLAB_STAT_FREE_PCS]);
+	}
+	const char *path = uslab_export_path();
+	printf("READY %d %s\n", (int)getpid(), path ? path : "-");
+	fflush(stdout);
+	tick_loop();   /* (obs_cpu is left alone: its parts' pops and pushes stay as printed) */
+	exit(0);
+}
+
+static void child(void)
+{
+	signal(SIGTERM, on_term);
+	build_heap();
+	const char *path = uslab_export_path();
+	printf("READY %d %s\n", (int)getpid(), path ? path : "-");
+	fflush(stdout);
+	tick_loop();
 	exit(0);
 }
 
@@ -262,6 +344,10 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "child")) {
 		child();
+		return 0;
+	}
+	if (argc > 1 && !strcmp(argv[1], "cpu-child")) {
+		cpu_child();
 		return 0;
 	}
 	if (argc > 2 && !strcmp(argv[1], "print")) {

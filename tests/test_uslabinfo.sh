@@ -13,7 +13,10 @@
 # never loaded uslab) gives one line and a non-zero exit, quickly; `run --`
 # reports a program after it exits (and says that a program that exported
 # nothing must load uslab); show_stats prints at exit; a reader of another user (nobody, when we are root) is
-# refused. Every wait is bounded.
+# refused; --cpus shows a cache per CPU (each row's pops and pushes what the
+# process itself reads with uslab_cache_cpu_stats, the total row the rows'
+# sum), or says in one line why it cannot (parts of threads: cpu_backend=tls,
+# the tsan build; another mode; slub_debug). Every wait is bounded.
 #
 # No verdict depends on how fast the machine runs: calls on the live child
 # give the tool --timeout 20 (its default, 2 s, is a user's patience, not a
@@ -324,5 +327,125 @@ for n, al, fr in (("obs_a", 1000, 0), ("obs_b", 300, 100)):
 EOF
 done
 pass "allocs/frees 1000/0 and 300/100 in classic, sheaves, home and slqb mode"
+
+# ---- per CPU: --cpus ----
+# The child (test_stats_api cpu-child) runs with export added to the
+# options this script was given (CTest gives it none: tests/CMakeLists.txt;
+# run by hand, USLAB_OPTIONS=slub_debug or a mode shows that case's line),
+# and in the tsan build on the thread backend (no rseq there): the check
+# follows what the child says of itself.
+# One thread pinned to each CPU it may run on uses obs_cpu, one after the
+# other; then the child prints what uslab_cache_cpu_stats says of each CPU
+# and leaves obs_cpu alone. From then on each part's pops and pushes
+# (ALLOC_PCS, FREE_PCS) stay as printed whatever else runs (a decay pass or
+# a shrink folds them into the part's counters, never changes them), so the
+# tool's rows must match them exactly; the other counters and the objects
+# held may move (a decay pass drains an idle part), so of those only the
+# rows' agreement with the total row (made in the same pass) is checked.
+start_cpu_child() {  # start_cpu_child OPTIONS: CHILD, PID; its lines in $WORK/cpu.out
+	rm -f "$WORK/cin" "$WORK/cpu.out"
+	mkfifo "$WORK/cin"
+	USLAB_OPTIONS="$1" "$API" cpu-child <"$WORK/cin" >"$WORK/cpu.out" 2>"$WORK/cpu.err" &
+	CHILD=$!
+	exec 3>"$WORK/cin"
+	S0=$SECONDS
+	for i in $(seq 300); do grep -q READY "$WORK/cpu.out" 2>/dev/null && break; [ $SECONDS -lt $((S0 + 30)) ] || break; sleep 0.1; done
+	grep -q READY "$WORK/cpu.out" || fail "cpu-child ($1) did not start: $(cat "$WORK/cpu.err")"
+	read -r _ PID _ < <(grep '^READY ' "$WORK/cpu.out")
+	[ "$PID" = "$CHILD" ] || fail "cpu-child pid $PID != $CHILD"
+}
+stop_cpu_child() {
+	exec 3>&-
+	S0=$SECONDS
+	for i in $(seq 300); do kill -0 "$CHILD" 2>/dev/null || break; [ $SECONDS -lt $((S0 + 30)) ] || break; sleep 0.1; done
+	wait "$CHILD"; local rc=$?
+	[ $rc -eq 0 ] || fail "cpu-child exit $rc: $(cat "$WORK/cpu.err")"
+	CHILD=
+}
+# cpus.py JSON TEXT CHILD-LINES: the tool's answer against the child's own reading
+cat >"$WORK/cpus.py" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read().split("\n")
+backend = percpu = pinned = None
+mine = {}
+for l in open(sys.argv[3]).read().split("\n"):
+    f = l.split()
+    if f[:1] == ["BACKEND"]:
+        backend, percpu = f[1], f[3] == "1"
+    elif f[:1] == ["PINNED"]:
+        pinned = int(f[1])
+    elif f[:1] == ["CPU"]:
+        mine[int(f[1])] = (int(f[3]), int(f[4]))
+assert backend in ("rseq", "thread") and pinned is not None, (backend, pinned)
+assert d["cache"] == "obs_cpu" and d["cpu_backend"] == backend, d
+assert re.match(r"# pid %d \(.*\): cache obs_cpu \(\w+ mode\), CPU backend %s(: \d+ parts? of CPUs)?$"
+                % (d["pid"], backend), text[0]), text[0]
+if not percpu:
+    # parts of threads (or none: slub_debug): the reason in one line, no rows
+    assert not mine, mine
+    assert d["per_cpu"] is False and d["cpus"] == [] and d["total"] is None, d
+    assert d["message"].endswith("; no per-CPU statistics"), d["message"]
+    if backend == "thread":
+        assert d["reason"] == "backend" and d["message"].startswith("parts are threads', not CPUs'"), d
+    assert text[1] == "cache obs_cpu: " + d["message"] and text[2:] == [""], text
+    print("no rows (%s): %s" % (d["reason"], d["message"]))
+    sys.exit(0)
+# parts of CPUs: one row per CPU the child's uslab_cache_cpu_stats knows, in
+# CPU order, with its pops and pushes; a row for every CPU a thread ran
+# pinned to; the total the rows' sum (no row left out: fewer than 256 CPUs)
+assert d["per_cpu"] is True and d["reason"] is None and d["message"] is None, d
+rows = d["cpus"]
+assert [r["cpu"] for r in rows] == sorted(mine), ([r["cpu"] for r in rows], sorted(mine))
+assert len(rows) >= max(pinned, 1) and d["parts"] == len(rows) and d["rows_left_out"] == 0, (pinned, d["parts"])
+for r in rows:
+    got = (r["events"]["ALLOC_PCS"], r["events"]["FREE_PCS"])
+    assert got == mine[r["cpu"]], ("cpu", r["cpu"], "tool", got, "process", mine[r["cpu"]])
+    assert r["objects"] >= 0
+assert sum(r["events"]["ALLOC_PCS"] for r in rows) > 0
+tot = d["total"]
+assert tot["objects"] == sum(r["objects"] for r in rows), tot["objects"]
+for k, v in tot["events"].items():
+    assert v == sum(r["events"][k] for r in rows), k
+# the text: the column header, a row per CPU, the total row their sum
+cols = text[1].split()
+assert cols[:4] == ["CPU", "Objects", "AllocPCS", "FreePCS"], text[1]
+trows = [[int(x) for x in l.split()] for l in text[2:] if l and not l.startswith("Total")]
+total = [l for l in text if l.startswith("Total ")]
+assert len(total) == 1 and len(trows) == len(rows), text
+tot_t = [int(x) for x in total[0].split()[1:]]
+assert all(len(r) == len(cols) for r in trows) and len(tot_t) == len(cols) - 1, text
+assert tot_t == [sum(r[i] for r in trows) for i in range(1, len(cols))], text
+for r in trows:
+    assert (r[2], r[3]) == mine[r[0]], (r, mine)
+print("%d rows, ALLOC_PCS/FREE_PCS as the process reads them (%s)" % (
+    len(rows), ", ".join("cpu %d: %d/%d" % (c, a, f) for c, (a, f) in sorted(mine.items()))))
+PY
+check_cpus() {  # check_cpus NAME: uslabinfo --cpus obs_cpu on $PID, text and JSON
+	"$TOOL" -p "$PID" --timeout 20 --cpus obs_cpu --json >"$WORK/cpus.json" 2>"$WORK/cpus.err" ||
+		fail "$1: --cpus --json: $(cat "$WORK/cpus.err")"
+	"$TOOL" -p "$PID" --timeout 20 --cpus obs_cpu >"$WORK/cpus.txt" 2>"$WORK/cpus.err" ||
+		fail "$1: --cpus: $(cat "$WORK/cpus.err")"
+	CPUS_SAID=$(python3 "$WORK/cpus.py" "$WORK/cpus.json" "$WORK/cpus.txt" "$WORK/cpu.out") ||
+		fail "$1: --cpus: child: $(cat "$WORK/cpu.out"); JSON: $(cat "$WORK/cpus.json"); text: $(cat "$WORK/cpus.txt")"
+}
+start_cpu_child "${USLAB_OPTIONS:-} export"
+check_cpus "this run's options"
+pass "--cpus obs_cpu (options '${USLAB_OPTIONS:-}', backend $(awk '$1=="BACKEND" {print $2}' "$WORK/cpu.out")): $CPUS_SAID"
+"$TOOL" -p "$PID" --timeout 20 --cpus no_such_cache >"$WORK/cpus.out" 2>"$WORK/cpus.err" && fail "--cpus of a missing cache succeeded"
+[ "$(wc -l <"$WORK/cpus.err")" -eq 1 ] && grep -q "no cache named 'no_such_cache'" "$WORK/cpus.err" ||
+	fail "--cpus of a missing cache: $(cat "$WORK/cpus.err")"
+bad "--cpus with -s" "cpus is a view: not with" "$TOOL" -p "$PID" --cpus obs_cpu -s
+bad "--cpus with a regex" "cpus names its cache: no NAME-REGEX" "$TOOL" -p "$PID" --cpus obs_cpu obs
+pass "--cpus: a missing cache, with -s, with a regex: one line, non-zero"
+stop_cpu_child
+# parts of threads: the tool says so in one line instead of an empty table
+start_cpu_child "${USLAB_OPTIONS:-} export cpu_backend=tls"
+grep -q "^BACKEND thread " "$WORK/cpu.out" || fail "cpu_backend=tls: $(cat "$WORK/cpu.out")"
+check_cpus "cpu_backend=tls"
+grep -q "^cache obs_cpu: parts are threads', not CPUs': the process runs the \"thread\" backend" "$WORK/cpus.txt" ||
+	fail "cpu_backend=tls: $(cat "$WORK/cpus.txt")"
+pass "--cpus with cpu_backend=tls: $(sed -n 2p "$WORK/cpus.txt")"
+stop_cpu_child
 
 echo "PASS test_uslabinfo ($(python3 -c "import time; print('%.2f' % (time.time() - $T0))") s)"

@@ -6,7 +6,9 @@
  *   uslabinfo run [options] -- CMD [ARGS...]
  *
  * Without -p: the exporting processes of this user. With -p: that process's
- * caches, as slabinfo shows the kernel's. `run` starts CMD with export on,
+ * caches, as slabinfo shows the kernel's; with --cpus NAME, that cache per
+ * CPU, as SLUB's per-CPU sysfs counters (a command the process answers:
+ * only it can walk its CPU parts). `run` starts CMD with export on,
  * refreshes its snapshot while it runs, and prints the report when it exits
  * (from the file's final snapshot, which uslabinfo holds open, so the file
  * being removed at exit does not matter). The exit status is CMD's.
@@ -64,6 +66,7 @@ static struct {
 	double watch;
 	double timeout;
 	const char *set;
+	const char *cpus;           /* --cpus NAME */
 	regex_t re;
 	bool have_re;
 } o = { .timeout = 2.0, .lines = -1 };
@@ -121,6 +124,9 @@ static void usage(FILE *f)
 		"                         min_partial, order; slab mode: limit, batchcount, sharedfactor)\n"
 		"      --set 'NAME LIMIT BATCHCOUNT SHAREDFACTOR'\n"
 		"                         /proc/slabinfo's write syntax: the three slab-mode tunables\n"
+		"      --cpus NAME        cache NAME per CPU, as SLUB's per-CPU counters: one row per CPU\n"
+		"                         with a part (objects held, fast-path pops and pushes, slow paths,\n"
+		"                         sheaf refills and flushes, barn gets and puts) and a total\n"
 		"      --json             JSON instead of text (every mode)\n"
 		"      --watch SECONDS    refresh every SECONDS, like slabtop, until the process exits\n"
 		"      --timeout SECONDS  how long to wait for the process to answer (default 2)\n"
@@ -292,7 +298,8 @@ static const char *check_layout(const struct export_header *h)
 		return "not a uslab export file (or one being created)";
 	if (h->version != EXPORT_VERSION || h->header_size != sizeof(struct export_header) ||
 	    h->record_size != sizeof(struct uslab_cache_info) || h->info_version != USLAB_CACHE_INFO_VERSION ||
-	    h->proc_size != sizeof(struct uslab_process_info) || h->nr_stat_items > EXPORT_MAX_STATS)
+	    h->proc_size != sizeof(struct uslab_process_info) || h->nr_stat_items > EXPORT_MAX_STATS ||
+	    h->cpu_size != sizeof(struct export_cpu_table))
 		return "written by another version of uslab (layout differs from this uslabinfo)";
 	return NULL;
 }
@@ -445,13 +452,16 @@ static void close_target(struct target *t)
 
 static const char *op_name(uint32_t op)
 {
-	return op == EXPORT_OP_SET ? "set" : op == EXPORT_OP_SHRINK ? "shrink" : op == EXPORT_OP_VALIDATE ? "validate" : "?";
+	return op == EXPORT_OP_SET ? "set" : op == EXPORT_OP_SHRINK ? "shrink" : op == EXPORT_OP_VALIDATE ? "validate"
+	       : op == EXPORT_OP_CPUS ? "cpus" : "?";
 }
 
-/* Post one command and wait (bounded) for its result in *res. Returns 0, or
- * -1 after printing why it was not applied. */
+/* Post one command and wait (bounded) for its result in *res (and, if
+ * `table` is not NULL and the command succeeded, a copy of the CPU table:
+ * ours until we empty the slot). Returns 0, or -1 after printing why it was
+ * not applied. */
 static int post_cmd(struct target *t, uint32_t op, const char *cache, const char *key, uint64_t value,
-		    struct export_cmd *res)
+		    struct export_cmd *res, struct export_cpu_table *table)
 {
 	struct export_header *h = t->hdr;
 	struct export_cmd *c = &h->cmd;
@@ -497,8 +507,19 @@ static int post_cmd(struct target *t, uint32_t op, const char *cache, const char
 		uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
 		if (st == CMD_DONE) {
 			memcpy(res, c, sizeof *res);
+			res->msg[sizeof res->msg - 1] = 0;
+			int rc = 0;
+			if (table && !res->err) {
+				size_t off = h->cpu_offset;
+				if (off < sizeof *h || off + sizeof *table > t->map_size) {
+					warnx("pid %d: the export file has no CPU table", t->pid);
+					rc = -1;
+				} else {
+					memcpy(table, (char *)h + off, sizeof *table);
+				}
+			}
 			atomic_store(&c->state, CMD_EMPTY);
-			return 0;
+			return rc;
 		}
 		bool alive = exporter_alive(t->fd);
 		uint64_t now = now_ns();
@@ -997,6 +1018,185 @@ static void print_json(const struct target *t, bool fresh)
 	printf("]}\n");
 }
 
+/* ---- per CPU (--cpus) ------------------------------------------------------------------ */
+
+/* The counters a CPU part keeps (pcpu.c and sheaf.c count them per part),
+ * as the text columns show them; JSON has every event. */
+static const struct {
+	const char *col, *stat;
+} cpu_cols[] = {
+	{ "AllocPCS", "ALLOC_PCS" },     { "FreePCS", "FREE_PCS" },         { "AllocSlow", "ALLOC_SLOWPATH" },
+	{ "FreeSlow", "FREE_SLOWPATH" }, { "Refill", "SHEAF_REFILL" },      { "Flush", "SHEAF_FLUSH" },
+	{ "BarnGet", "BARN_GET" },       { "GetFail", "BARN_GET_FAIL" },    { "BarnPut", "BARN_PUT" },
+	{ "PutFail", "BARN_PUT_FAIL" },
+};
+
+static const char *mode_name(uint32_t m)
+{
+	static const char *const names[] = { "classic", "sheaves", "home", "slqb", "slab" };
+	return m < sizeof names / sizeof names[0] ? names[m] : "unknown";
+}
+
+/* events[] of the stat named `name` (by the file's stat_names), or 0. */
+static uint64_t ev_of(const struct target *t, const uint64_t *events, const char *name)
+{
+	for (unsigned i = 0; i < t->hdr->nr_stat_items && i < EXPORT_MAX_STATS; i++)
+		if (!strncmp(t->hdr->stat_names[i], name, EXPORT_STAT_NAME))
+			return events[i];
+	return 0;
+}
+
+/* Why the table has no rows: one line (without the cache's name), or
+ * NULL when it has rows. */
+static const char *cpus_why(const struct export_cpu_table *tab, char *buf, size_t size)
+{
+	switch (tab->kind) {
+	case EXPORT_CPUS_CPU:
+		if (tab->rows)
+			return NULL;
+		return "no CPU has a part of it yet (no allocation or free has run on it); no per-CPU statistics";
+	case EXPORT_CPUS_BACKEND:
+		return "parts are threads', not CPUs': the process runs the \"thread\" backend (cpu_backend=tls, or "
+		       "no rseq; see uslab_cpu_backend(3)); no per-CPU statistics";
+	case EXPORT_CPUS_MODE:
+		snprintf(buf, size, "parts are threads', not CPUs': the cache runs in %s mode, and only sheaves mode "
+			 "keeps parts of CPUs; no per-CPU statistics", mode_name(tab->cpu_mode));
+		return buf;
+	case EXPORT_CPUS_DEBUG:
+		return "no CPU parts: a debugged cache takes the slow path for every operation; no per-CPU statistics";
+	default:
+		return "parts are threads', not CPUs': an internal cache, or one beyond the per-CPU backend's cache "
+		       "slots; no per-CPU statistics";
+	}
+}
+
+static void print_cpus(const struct target *t, const struct export_cpu_table *tab, const char *comm)
+{
+	char why[256], alias[USLAB_NAME_MAX + 32] = "";
+	bool rseq = tab->kind != EXPORT_CPUS_BACKEND;
+	if (strcmp(tab->cache, o.cpus))
+		snprintf(alias, sizeof alias, "alias of %s, ", tab->cache);
+	const char *no = cpus_why(tab, why, sizeof why);
+	printf("# pid %d (%s): cache %s (%s%s mode), CPU backend %s", t->pid, comm, o.cpus, alias,
+	       mode_name(tab->cpu_mode), rseq ? "rseq" : "thread");
+	if (tab->kind == EXPORT_CPUS_CPU)
+		printf(": %u part%s of CPUs", tab->parts, tab->parts == 1 ? "" : "s");
+	printf("\n");
+	if (no) {
+		printf("cache %s: %s\n", o.cpus, no);
+		return;
+	}
+	printf("  CPU  Objects");
+	for (size_t k = 0; k < sizeof cpu_cols / sizeof cpu_cols[0]; k++)
+		printf(" %9s", cpu_cols[k].col);
+	printf("\n");
+	for (uint32_t i = 0; i < tab->rows; i++) {
+		const struct export_cpu_row *r = &tab->row[i];
+		printf("%5u %8" PRIu64, r->cpu, r->objects);
+		for (size_t k = 0; k < sizeof cpu_cols / sizeof cpu_cols[0]; k++)
+			printf(" %9" PRIu64, ev_of(t, r->events, cpu_cols[k].stat));
+		printf("\n");
+	}
+	printf("Total %8" PRIu64, tab->total_objects);
+	for (size_t k = 0; k < sizeof cpu_cols / sizeof cpu_cols[0]; k++)
+		printf(" %9" PRIu64, ev_of(t, tab->total_events, cpu_cols[k].stat));
+	printf("\n");
+	if (tab->parts > tab->rows)
+		printf("# %u part%s of CPUs above %u left out of the rows (the total counts them)\n",
+		       tab->parts - tab->rows, tab->parts - tab->rows == 1 ? "" : "s", tab->row[tab->rows - 1].cpu);
+}
+
+static void json_events(const struct target *t, const uint64_t *events)
+{
+	printf("{");
+	for (unsigned i = 0; i < t->hdr->nr_stat_items && i < EXPORT_MAX_STATS; i++) {
+		char name[EXPORT_STAT_NAME + 1];
+		memcpy(name, t->hdr->stat_names[i], EXPORT_STAT_NAME);
+		name[EXPORT_STAT_NAME] = 0;
+		printf("%s", i ? "," : "");
+		json_str(name);
+		printf(":%" PRIu64, events[i]);
+	}
+	printf("}");
+}
+
+static void print_cpus_json(const struct target *t, const struct export_cpu_table *tab, const char *comm)
+{
+	char why[256];
+	bool per_cpu = tab->kind == EXPORT_CPUS_CPU;
+	const char *reason = per_cpu ? NULL
+			     : tab->kind == EXPORT_CPUS_BACKEND ? "backend"
+			     : tab->kind == EXPORT_CPUS_MODE    ? "mode"
+			     : tab->kind == EXPORT_CPUS_DEBUG   ? "debug"
+								: "other";
+	printf("{\"pid\":%d,\"comm\":", t->pid);
+	json_str(comm);
+	printf(",\"cache\":");
+	json_str(o.cpus);
+	if (strcmp(tab->cache, o.cpus)) {
+		printf(",\"alias_of\":");
+		json_str(tab->cache);
+	}
+	/* (every kind but BACKEND means the process runs the rseq backend) */
+	printf(",\"cpu_backend\":\"%s\",\"cpu_mode\":%u,\"per_cpu\":%s,\"reason\":",
+	       tab->kind != EXPORT_CPUS_BACKEND ? "rseq" : "thread", tab->cpu_mode, per_cpu ? "true" : "false");
+	if (reason)
+		printf("\"%s\"", reason);
+	else
+		printf("null");
+	const char *no = cpus_why(tab, why, sizeof why);
+	printf(",\"message\":");
+	if (no)
+		json_str(no);
+	else
+		printf("null");
+	printf(",\"parts\":%u,\"rows_left_out\":%u,\"cpus\":[", tab->parts, tab->parts - tab->rows);
+	for (uint32_t i = 0; i < tab->rows; i++) {
+		const struct export_cpu_row *r = &tab->row[i];
+		printf("%s{\"cpu\":%u,\"objects\":%" PRIu64 ",\"events\":", i ? "," : "", r->cpu, r->objects);
+		json_events(t, r->events);
+		printf("}");
+	}
+	printf("],\"total\":");
+	if (per_cpu) {
+		printf("{\"objects\":%" PRIu64 ",\"events\":", tab->total_objects);
+		json_events(t, tab->total_events);
+		printf("}");
+	} else {
+		printf("null");
+	}
+	printf("}\n");
+}
+
+/* --cpus NAME: the cache's CPU parts. Only the process can walk them (they
+ * are its memory, under its locks), so this is a command: its answer is
+ * the CPU table. 0, or 1 if it was not answered or there is no such
+ * cache. */
+static int cpus_view(struct target *t)
+{
+	static struct export_cpu_table tab;   /* (135 KiB: not on the stack) */
+	struct export_cmd r;
+	if (post_cmd(t, EXPORT_OP_CPUS, o.cpus, "", 0, &r, &tab))
+		return 1;
+	if (r.err) {
+		warnx("pid %d: --cpus %s: %s", t->pid, o.cpus, r.msg);
+		return 1;
+	}
+	tab.cache[USLAB_NAME_MAX] = 0;
+	if (tab.rows > EXPORT_MAX_CPU_ROWS)
+		tab.rows = EXPORT_MAX_CPU_ROWS;
+	if (tab.parts < tab.rows)
+		tab.parts = tab.rows;
+	char comm[sizeof t->hdr->comm];
+	memcpy(comm, t->hdr->comm, sizeof comm);
+	comm[sizeof comm - 1] = 0;
+	if (o.json)
+		print_cpus_json(t, &tab, comm);
+	else
+		print_cpus(t, &tab, comm);
+	return 0;
+}
+
 /* ---- views -------------------------------------------------------------------------- */
 
 static void show(struct target *t, bool fresh)
@@ -1048,7 +1248,7 @@ static int do_commands(struct target *t)
 		for (unsigned i = 0; i < nset; i++) {
 			const char *key = keys[i];
 			uint64_t value = values[i];
-			if (post_cmd(t, EXPORT_OP_SET, namebuf, key, value, &r))
+			if (post_cmd(t, EXPORT_OP_SET, namebuf, key, value, &r, NULL))
 				return 1;
 			if (r.err) {
 				warnx("pid %d: --set %s: %s", t->pid, o.set, r.msg);
@@ -1079,7 +1279,7 @@ static int do_commands(struct target *t)
 			uint64_t total = 0, caches = 0;
 			for (size_t i = 0; i < (o.have_re ? n : 1); i++) {
 				name = o.have_re ? v[i]->name : "";
-				if (post_cmd(t, op, name, "", 0, &r)) {
+				if (post_cmd(t, op, name, "", 0, &r, NULL)) {
 					free(v);
 					return 1;
 				}
@@ -1126,6 +1326,23 @@ static int report_pid(int pid)
 		signal(SIGINT, on_signal);
 		signal(SIGTERM, on_signal);
 		while (!stop) {
+			if (o.cpus) {   /* a command each time: the process must be there to answer */
+				if (atomic_load(&t.hdr->state) != EXPORT_LIVE || !exporter_alive(t.fd)) {
+					if (!o.json)
+						printf("pid %d has exited\n", pid);
+					break;
+				}
+				if (!o.json)
+					printf("\033[H\033[2J");
+				if (cpus_view(&t)) {
+					rc = 1;
+					break;
+				}
+				fflush(stdout);
+				for (int i = 0; i < (int)(o.watch * 10) && !stop; i++)
+					sleep_ms(100);
+				continue;
+			}
 			bool fresh = request_refresh(&t);
 			if (!take_snapshot(&t))
 				die(1, "pid %d: cannot read a consistent snapshot", pid);
@@ -1142,7 +1359,12 @@ static int report_pid(int pid)
 				sleep_ms(100);
 		}
 		close_target(&t);
-		return 0;
+		return rc;
+	}
+	if (o.cpus) {
+		rc = cpus_view(&t);
+		close_target(&t);
+		return rc;
 	}
 	bool fresh = request_refresh(&t);
 	if (!take_snapshot(&t))
@@ -1324,6 +1546,7 @@ static int run_cmd(char **argv)
 		h.record_size = sizeof(struct uslab_cache_info);
 		h.info_version = USLAB_CACHE_INFO_VERSION;
 		h.proc_size = sizeof(struct uslab_process_info);
+		h.cpu_size = sizeof(struct export_cpu_table);   /* (cpu_offset 0: the child places the table) */
 		h.records_offset = sizeof h;
 		h.pid = pid;
 		h.uid = geteuid();
@@ -1414,7 +1637,7 @@ int main(int argc, char **argv)
 		argv++;
 		argc--;
 	}
-	enum { OPT_SET = 256, OPT_JSON, OPT_WATCH, OPT_TIMEOUT };
+	enum { OPT_SET = 256, OPT_JSON, OPT_WATCH, OPT_TIMEOUT, OPT_CPUS };
 	static const struct option longs[] = {
 		{ "pid", required_argument, NULL, 'p' },      { "activity", no_argument, NULL, 'A' },
 		{ "display-active", no_argument, NULL, 'D' }, { "Size", no_argument, NULL, 'S' },
@@ -1425,7 +1648,8 @@ int main(int argc, char **argv)
 		{ "Totals", no_argument, NULL, 'T' },         { "slabinfo", no_argument, NULL, 'l' },
 		{ "set", required_argument, NULL, OPT_SET },  { "json", no_argument, NULL, OPT_JSON },
 		{ "watch", required_argument, NULL, OPT_WATCH }, { "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
+		{ "cpus", required_argument, NULL, OPT_CPUS }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
 	while ((ch = getopt_long(argc, argv, run ? "+ADSarzBiN:Tlh" : "p:ADSarvszBiN:Tlh", longs, NULL)) != -1) {
@@ -1470,6 +1694,13 @@ int main(int argc, char **argv)
 			o.watch = parse_seconds("--watch", optarg);
 			break;
 		case OPT_TIMEOUT: o.timeout = parse_seconds("--timeout", optarg); break;
+		case OPT_CPUS:
+			if (run)
+				die(2, "--cpus needs a running process (-p PID)");
+			if (!optarg[0] || strlen(optarg) > USLAB_NAME_MAX)
+				die(2, "--cpus '%s': expected a cache name (1 to %d characters)", optarg, USLAB_NAME_MAX);
+			o.cpus = optarg;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -1485,6 +1716,10 @@ int main(int argc, char **argv)
 			die(2, "run: expected -- CMD [ARGS...]");
 		return run_cmd(argv + optind);
 	}
+	if (o.cpus && (o.set || o.validate || o.shrink))
+		die(2, "--cpus is a view: not with --set, -v or -s");
+	if (o.cpus && optind < argc)
+		die(2, "--cpus names its cache: no NAME-REGEX (got '%s')", argv[optind]);
 	if (optind < argc) {
 		if (optind + 1 < argc)
 			die(2, "one NAME-REGEX at most (got '%s' and '%s')", argv[optind], argv[optind + 1]);
@@ -1497,8 +1732,8 @@ int main(int argc, char **argv)
 		o.have_re = true;
 	}
 	if (!o.pid) {
-		if (o.set || o.validate || o.shrink || o.watch > 0)
-			die(2, "--set, -v, -s and --watch need a process: -p PID");
+		if (o.set || o.validate || o.shrink || o.watch > 0 || o.cpus)
+			die(2, "--set, -v, -s, --cpus and --watch need a process: -p PID");
 		return list_exporters();
 	}
 	return report_pid(o.pid);

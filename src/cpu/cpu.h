@@ -579,6 +579,12 @@ USLAB_HIDDEN void pcpu_count(struct uslab_cache *s, unsigned *parts, uint64_t *o
  * part of CPU cpu, or NULL. cache_mutex held. */
 USLAB_HIDDEN void pcpu_part_events(struct cpu_cache *c, uint64_t *ev, uint64_t *pops, uint64_t *pushes);
 USLAB_HIDDEN struct cpu_cache *pcpu_part_of(struct uslab_cache *s, unsigned cpu);
+/* fn(arg, cpu, ev, objects) for each part of s (not retired; in no order):
+ * what uslab_cache_cpu_stats() reports of that CPU (ev: USLAB_NR_STAT_ITEMS
+ * counters). Returns the parts. cache_mutex held (fn must not take it). */
+USLAB_HIDDEN unsigned pcpu_each_part(struct uslab_cache *s,
+				     void (*fn)(void *arg, unsigned cpu, const uint64_t *ev, uint64_t objects),
+				     void *arg);
 /* Free every part of s (its memory goes: nothing of it is live). */
 USLAB_HIDDEN void pcpu_free_parts(struct uslab_cache *s);
 /* fork: walk the parts' locks (in the order slow paths take them: before

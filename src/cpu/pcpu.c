@@ -521,6 +521,32 @@ void pcpu_count(struct uslab_cache *s, unsigned *parts, uint64_t *objects)
 	}
 }
 
+/* One part's counters into ev[] (zeroed first) and the objects its
+ * sheaves hold: what uslab_cache_cpu_stats() reports. cache_mutex held. */
+static void part_stats(struct cpu_cache *c, uint64_t *ev, uint64_t *objects)
+{
+	uint64_t pops, pushes;
+	memset(ev, 0, USLAB_NR_STAT_ITEMS * sizeof *ev);
+	pcpu_part_events(c, ev, &pops, &pushes);
+	*objects = NC_N(__atomic_load_n(&c->pcpu_nc, __ATOMIC_RELAXED)) +
+		   atomic_load_explicit(&c->spare_n, memory_order_relaxed);
+}
+
+unsigned pcpu_each_part(struct uslab_cache *s, void (*fn)(void *arg, unsigned cpu, const uint64_t *ev, uint64_t objects),
+			void *arg)
+{
+	unsigned n = 0;
+	uint64_t ev[USLAB_NR_STAT_ITEMS], objects;
+	for (struct cpu_cache *c = s->pcpu_list; c; c = c->cnext) {
+		if (c->pcpu_retired)
+			continue;
+		part_stats(c, ev, &objects);
+		fn(arg, c->pcpu_cpu, ev, objects);
+		n++;
+	}
+	return n;
+}
+
 struct cpu_cache *pcpu_part_of(struct uslab_cache *s, unsigned cpu)
 {
 	for (struct cpu_cache *c = s->pcpu_list; c; c = c->cnext)
@@ -552,14 +578,11 @@ int uslab_cache_cpu_stats(struct uslab_cache *cache, unsigned cpu, uint64_t *eve
 		return -1;
 	}
 	struct uslab_cache *s = cache_root(cache);
-	uint64_t ev[USLAB_NR_STAT_ITEMS] = { 0 }, pops, pushes, held = 0;
+	uint64_t ev[USLAB_NR_STAT_ITEMS] = { 0 }, held = 0;
 	pthread_mutex_lock(&cache_mutex);
 	struct cpu_cache *c = pcpu_part_of(s, cpu);
-	if (c) {
-		pcpu_part_events(c, ev, &pops, &pushes);
-		held = NC_N(__atomic_load_n(&c->pcpu_nc, __ATOMIC_RELAXED)) +
-		       atomic_load_explicit(&c->spare_n, memory_order_relaxed);
-	}
+	if (c)
+		part_stats(c, ev, &held);
 	pthread_mutex_unlock(&cache_mutex);
 	if (!c) {
 		errno = ENOENT;

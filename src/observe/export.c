@@ -58,9 +58,11 @@
  * Locks: cache_mutex (taken by trylock here, or plainly from the serving
  * thread, uslab_export_refresh() and at exit) comes first in the lock
  * order, so commands may take node and page locks under it (shrink,
- * validate). The busy flag is not a lock anyone waits for: a thread that
- * finds it set returns (the serving thread looks again a millisecond
- * later). The hook itself is set without a lock (export_hook_update: a
+ * validate), and the CPU parts' plocks (cpus, which copies each CPU part's
+ * counters into the file's CPU table, as the snapshot sums them: pcpu.c's
+ * order; the slow-path hook runs before a slow path takes its part). The
+ * busy flag is not a lock anyone waits for: a thread that finds it set
+ * returns (the serving thread looks again a millisecond later). The hook itself is set without a lock (export_hook_update: a
  * generation counter, so that the fork child handler can call it).
  *
  * Staleness. Readers ask (uslabinfo -p; its listing asks the processes a
@@ -339,6 +341,85 @@ static void cmd_apply(struct export_cmd *c, struct uslab_cache *s, const char *k
 	c->caches++;
 }
 
+/* The cache named `name` (a real cache or an alias), or NULL.
+ * cache_mutex held. */
+static struct uslab_cache *cache_named(const char *name)
+{
+	for (struct uslab_cache *s = cache_list; s; s = s->next) {
+		if (!strcmp(s->name, name))
+			return s;
+		for (struct uslab_cache *a = s->aliases; a; a = a->alias_next)
+			if (!strcmp(a->name, name))
+				return a;
+	}
+	return NULL;
+}
+
+/* pcpu_each_part's callback: one part into the CPU table's totals, and into
+ * its rows if its CPU is among the EXPORT_MAX_CPU_ROWS lowest seen so far
+ * (rows kept in CPU order: insertion, dropping the highest when full). */
+static void cpus_add(void *arg, unsigned cpu, const uint64_t *ev, uint64_t objects)
+{
+	struct export_cpu_table *t = arg;
+	unsigned items = MIN((unsigned)USLAB_NR_STAT_ITEMS, (unsigned)EXPORT_MAX_STATS);
+	t->parts++;
+	t->total_objects += objects;
+	for (unsigned i = 0; i < items; i++)
+		t->total_events[i] += ev[i];
+	unsigned n = t->rows;
+	if (n == EXPORT_MAX_CPU_ROWS) {
+		if (cpu > t->row[n - 1].cpu)
+			return;
+		n--;
+	}
+	unsigned i = n;
+	for (; i > 0 && t->row[i - 1].cpu > cpu; i--)
+		t->row[i] = t->row[i - 1];
+	struct export_cpu_row *r = &t->row[i];
+	memset(r, 0, sizeof *r);
+	r->cpu = cpu;
+	r->objects = objects;
+	for (unsigned k = 0; k < items; k++)
+		r->events[k] = ev[k];
+	t->rows = n + 1;
+}
+
+/* EXPORT_OP_CPUS: the CPU parts of cache `name` into the CPU table, or
+ * why it has none. cache_mutex held (the parts' list), command TAKEN (the
+ * table is ours). */
+static void cmd_cpus(struct export_cmd *c, const char *name)
+{
+	if (!name[0]) {
+		cmd_fail(c, EINVAL, "per-CPU statistics need a cache name");
+		return;
+	}
+	struct uslab_cache *named = cache_named(name);
+	if (!named) {
+		cmd_fail(c, ENOENT, "");
+		fmt_buf(c->msg, sizeof c->msg, "no cache named '%s'", name);
+		return;
+	}
+	struct uslab_cache *s = cache_root(named);
+	struct export_cpu_table *t = (struct export_cpu_table *)((char *)exp.hdr + exp.hdr->cpu_offset);
+	memset(t, 0, offsetof(struct export_cpu_table, row));
+	fmt_buf(t->cache, sizeof t->cache, "%s", s->name);
+	t->cpu_mode = cache_cpu_mode(s);   /* (as the records say it) */
+	if (!pcpu_g.on)
+		t->kind = EXPORT_CPUS_BACKEND;
+	else if (s->debug)
+		t->kind = EXPORT_CPUS_DEBUG;
+	else if (cache_cpu_mode(s) != CPU_SHEAVES)
+		t->kind = EXPORT_CPUS_MODE;
+	else if (!pcpu_eligible(s))
+		t->kind = EXPORT_CPUS_OTHER;
+	else
+		t->kind = EXPORT_CPUS_CPU;
+	if (t->kind == EXPORT_CPUS_CPU)
+		pcpu_each_part(s, cpus_add, t);
+	c->result = t->rows;
+	c->caches = 1;
+}
+
 /* Serve a posted command. cache_mutex held (so no cache can be destroyed
  * meanwhile; lock order cache_mutex -> node -> page allows shrink and
  * validate under it). */
@@ -361,6 +442,8 @@ static void serve_cmd_locked(void)
 	c->msg[0] = 0;
 	if (!file_is_private()) {
 		cmd_fail(c, EPERM, "the export file is no longer owned by this user with mode 0600; command refused");
+	} else if (c->op == EXPORT_OP_CPUS) {
+		cmd_cpus(c, name);
 	} else if (c->op != EXPORT_OP_SET && c->op != EXPORT_OP_SHRINK && c->op != EXPORT_OP_VALIDATE) {
 		cmd_fail(c, EINVAL, "unknown command");
 	} else if (c->op == EXPORT_OP_SET && !name[0]) {
@@ -406,7 +489,8 @@ static bool export_start(void)
 		return false;
 	}
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t hsize = (sizeof(struct export_header) + page - 1) / page * page;
+	size_t cpu_off = (sizeof(struct export_header) + 63) / 64 * 64;
+	size_t hsize = (cpu_off + sizeof(struct export_cpu_table) + page - 1) / page * page;
 	size_t rsize = records_size(EXPORT_INITIAL_RECORDS);
 	void *m = MAP_FAILED, *r = MAP_FAILED;
 	if (!fchmod(fd, 0600) && !ftruncate(fd, (off_t)(hsize + rsize))) {
@@ -426,7 +510,9 @@ static bool export_start(void)
 	}
 	struct export_header *h = m;
 	/* Adopted files keep their old contents: clear everything but the
-	 * words readers may be using (req, ack, cmd), then describe. */
+	 * words readers may be using (req, ack, cmd), then describe. (The CPU
+	 * table is written only to answer a command: its pages stay untouched
+	 * until one asks.) */
 	uint64_t req = atomic_load_explicit(&h->req, memory_order_relaxed);
 	memset(h->magic, 0, sizeof h->magic);
 	h->version = EXPORT_VERSION;
@@ -436,6 +522,8 @@ static bool export_start(void)
 	h->info_version = USLAB_CACHE_INFO_VERSION;
 	h->proc_size = sizeof(struct uslab_process_info);
 	h->nr_stat_items = USLAB_NR_STAT_ITEMS;
+	h->cpu_offset = (uint32_t)cpu_off;
+	h->cpu_size = sizeof(struct export_cpu_table);
 	h->pid = pid;
 	h->uid = (uint32_t)geteuid();
 	char buf[1024];
