@@ -10,21 +10,23 @@
 /* The caller is passed down rather than left to the slow path's tail call:
  * an instrumented build (ASan gives `nopart` a stack slot) keeps a frame
  * here, and the slow path would then name this function as the site. */
-void *uslab_cache_alloc(struct uslab_cache *s)
+static inline __attribute__((always_inline)) void *cache_alloc(struct uslab_cache *s, void *caller)
 {
-	void *caller = __builtin_return_address(0), *x;
+	void *x;
 	bool nopart = !atomic_load_explicit(&s->per_cpu, memory_order_relaxed);
 	if (nopart || (x = pcpu_alloc_fast(s, pcpu_slot_id(s->id), 0, caller, &nopart), nopart))
 		x = cpu_alloc_fast_at(s, cpu_this(s), 0, caller);
 	return x;
 }
 
+void *uslab_cache_alloc(struct uslab_cache *s)
+{
+	return cache_alloc(s, __builtin_return_address(0));
+}
+
 void *uslab_cache_zalloc(struct uslab_cache *s)
 {
-	void *caller = __builtin_return_address(0), *x;   /* (not tail calls: the memset follows) */
-	bool nopart = !atomic_load_explicit(&s->per_cpu, memory_order_relaxed);
-	if (nopart || (x = pcpu_alloc_fast(s, pcpu_slot_id(s->id), 0, caller, &nopart), nopart))
-		x = cpu_alloc_fast_at(s, cpu_this(s), 0, caller);
+	void *x = cache_alloc(s, __builtin_return_address(0));   /* (not tail calls: the memset follows) */
 	if (x)
 		memset(x, 0, s->object_size);
 	return x;

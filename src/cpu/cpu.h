@@ -821,6 +821,20 @@ static inline __attribute__((always_inline)) void *cpu_alloc_fast(struct uslab_c
  * path). The object's double-free mark is scrubbed after the commit, once
  * it is this thread's. `caller` as for cpu_alloc_fast_at().
  */
+/* After a pop of x from part c committed with word nc: scrub x's mark (it
+ * is this thread's now), and KFENCE's look at the clock when the count
+ * wrapped (a tail call). For cpu_alloc_fast's and kmalloc()'s pops; named
+ * NULL (kmalloc) is the part's cache, read only when the count wrapped. */
+static inline __attribute__((always_inline)) void *pcpu_popped(struct uslab_cache *named, struct cpu_cache *c,
+							     void *x, uint64_t nc, size_t asked)
+{
+	cpu_fp_scrub(c, x);
+	if (unlikely(pcpu_ops_wrapped(nc)))
+		return pcpu_alloc_wrapped(named ? named : c->cache, x, asked);
+	track_alloc(x, c->cache->object_size);
+	return x;
+}
+
 static inline __attribute__((always_inline)) void *pcpu_alloc_fast(struct uslab_cache *named, uintptr_t slot,
 								 size_t asked, void *caller, bool *nopart)
 {
@@ -828,13 +842,8 @@ static inline __attribute__((always_inline)) void *pcpu_alloc_fast(struct uslab_
 	struct cpu_cache *c;
 	uint64_t nc;
 	int st = pcpu_pop(slot, &x, &c, &nc);
-	if (likely(st == PCPU_OK)) {
-		cpu_fp_scrub(c, x);
-		if (unlikely(pcpu_ops_wrapped(nc)))
-			return pcpu_alloc_wrapped(named, x, asked);   /* a tail call */
-		track_alloc(x, c->cache->object_size);
-		return x;
-	}
+	if (likely(st == PCPU_OK))
+		return pcpu_popped(named, c, x, nc, asked);
 	if (st == PCPU_EMPTY) {
 		if (caller)
 			return slab_alloc_slow(named, &cpu_empty, caller, asked);
@@ -855,10 +864,6 @@ static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct 
 	return cpu_alloc_fast(s, cpu_this(s), asked);
 }
 
-static inline __attribute__((always_inline)) void *slab_alloc_fast(struct uslab_cache *s)
-{
-	return slab_alloc_fast_sized(s, 0);
-}
 
 /* home_free_fast()'s way out: d is owned by this thread's part (its tag
  * matched), but the free changes the slab's list, or is misuse. */

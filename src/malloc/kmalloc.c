@@ -217,10 +217,10 @@ void kmalloc_perturb_free(void *p)
 
 static NOINLINE void *kmalloc_filled(size_t size);
 
-void *kmalloc_slow(size_t size)
+/* Any size, M_PERTURB aside: set up first if need be, then the class's
+ * cache or a page/huge block. */
+static inline __attribute__((always_inline)) void *kmalloc_plain(size_t size)
 {
-	if (unlikely(__atomic_load_n(&kmalloc_perturb, __ATOMIC_RELAXED)))
-		return kmalloc_filled(size);
 	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire))) {
 		if (in_init_here())
 			return boot_alloc(size, 16);
@@ -232,21 +232,17 @@ void *kmalloc_slow(size_t size)
 	return kmalloc_big(size, 0, NULL);
 }
 
+void *kmalloc_slow(size_t size)
+{
+	if (unlikely(__atomic_load_n(&kmalloc_perturb, __ATOMIC_RELAXED)))
+		return kmalloc_filled(size);
+	return kmalloc_plain(size);
+}
+
 /* M_PERTURB on: kmalloc()'s inline paths send every size here. */
 static NOINLINE void *kmalloc_filled(size_t size)
 {
-	void *p;
-	if (unlikely(!atomic_load_explicit(&K.ready, memory_order_acquire))) {
-		if (in_init_here())
-			return boot_alloc(size, 16);
-		if (!kmalloc_init())
-			return NULL;
-	}
-	if (size <= KMALLOC_MAX_SIZE)
-		p = slab_alloc_fast_sized(kmalloc_caches[kmalloc_index(size)], size);
-	else
-		p = kmalloc_big(size, 0, NULL);
-	return kmalloc_perturb_alloc(p, size);
+	return kmalloc_perturb_alloc(kmalloc_plain(size), size);
 }
 
 void *kmalloc_class_slow(size_t size, struct cpu_cache *c)

@@ -6,7 +6,7 @@
  *   - kmalloc caches: KMALLOC_NR_CLASSES slab caches of 8 .. 32 KiB, 8-byte
  *     steps to 128, then four classes per power of two (waste <= 25 %, and
  *     <= 12.5 % on average for uniform sizes). size -> class is a table
- *     lookup; the fast paths are slab_alloc_fast()/slab_free_fast().
+ *     lookup; the fast paths are slab_alloc_fast_sized()/slab_free_fast().
  *   - large blocks (large.c): up to 2 MiB, whole pages from the page
  *     allocator, marked PK_LARGE, trimmed to eighths of their order.
  *   - huge blocks (large.c): above 2 MiB, their own mappings, found by free
@@ -128,13 +128,8 @@ static inline __attribute__((always_inline)) void *kmalloc(size_t size)
 		struct cpu_cache *c;
 		uint64_t nc;
 		int st = pcpu_pop(slot, &x, &c, &nc);
-		if (likely(st == PCPU_OK)) {
-			cpu_fp_scrub(c, x);
-			if (unlikely(pcpu_ops_wrapped(nc)))
-				return pcpu_alloc_wrapped(c->cache, x, size);
-			track_alloc(x, c->cache->object_size);
-			return x;
-		}
+		if (likely(st == PCPU_OK))
+			return pcpu_popped(NULL, c, x, nc, size);
 		if (st == PCPU_EMPTY)
 			return kmalloc_class_slow(size, &cpu_empty);
 	}
