@@ -505,13 +505,27 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 
 	/* avail: the list's objects and the uncarved ones, ours now */
 	unsigned avail = slab->objects - fc_inuse(old), listed = avail - slab_uncarved(slab), k = 0;
+	/* The walk, with what it reads of s and the slab in locals (the
+	 * stores into objects could alias a byte field, so the compiler
+	 * reloads them each step otherwise); take_next()'s check inline.
+	 * objs[] fills from want - 1 down, so that the head ends on top. */
+	const uintptr_t first = (uintptr_t)slab_first(s, slab), span = (uintptr_t)slab->objects * s->size;
+	const uint64_t magic = s->divmagic;
+	const unsigned fpo = s->offset;
+	void **top = objs + want;
 	void *p = fl;
 	while (p && k < want) {
 		if (unlikely(k >= listed))   /* longer than its count: a loop or a corrupted count */
 			slab_bad_freelist(s, p, get_freepointer(s, p));
-		void *next = take_next(s, slab, p);
-		set_freepointer(s, p, word);   /* its line is ours now: see FP_TAKEN */
-		objs[k++] = p;
+		void **where = (void **)((char *)p + fpo);
+		uintptr_t mask = fp_mask(s, where);
+		void *next = (void *)((uintptr_t)*where ^ mask);
+		uintptr_t off = (uintptr_t)next - first;
+		if (unlikely(next && !(off < span && (uint64_t)off * magic <= magic - 1)))
+			slab_bad_freelist(s, p, next);
+		*where = (void *)((uintptr_t)word ^ mask);   /* its line is ours now: see FP_TAKEN */
+		*--top = p;
+		k++;
 		p = next;
 	}
 	if (unlikely(!p && k != listed))
@@ -523,17 +537,15 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 		while (h && k < want) {
 			void *next = get_freepointer(s, h);
 			set_freepointer(s, h, word);
-			objs[k++] = h;
+			*--top = h;
+			k++;
 			h = next;
 		}
 		p = h;   /* carved past `want`: the rest goes back on the list */
 		(void)m;
 	}
-	for (unsigned i = 0, j = k; i + 1 < j; i++, j--) {   /* head on top */
-		void *t = objs[i];
-		objs[i] = objs[j - 1];
-		objs[j - 1] = t;
-	}
+	if (k < want)   /* fewer than asked: down to objs[0] */
+		memmove(objs, top, k * sizeof(void *));
 	/* Unfreeze with the rest (p..) in front of what was freed meanwhile,
 	 * and the uncarved ones given back: under the node lock, so that no
 	 * free sees the slab unfrozen and partial before it is listed (a free
@@ -766,13 +778,19 @@ void slab_free_objects(struct uslab_cache *s, struct cpu_cache *c, void *const *
 			continue;
 		}
 		uintptr_t base = (uintptr_t)slab_address(slab), span = (uintptr_t)slab->objects * s->size;
+		const unsigned fpo = s->offset;   /* (in a local: the stores below could alias it) */
 		unsigned j = i;
+		void *prev = NULL;
 		do {
+			void *x = objs[j];
 			/* already free in its slab (its word is a link), or twice here */
-			if (unlikely((check && fp_is_link(s, slab, objs[j])) || (j > i && objs[j] == objs[j - 1])))
-				slab_bad_free(s, slab, objs[j], "double free");
-			if (j > i)
-				set_freepointer(s, objs[j - 1], objs[j]);
+			if (unlikely((check && fp_is_link(s, slab, x)) || x == prev))
+				slab_bad_free(s, slab, x, "double free");
+			if (prev) {
+				void **where = (void **)((char *)prev + fpo);
+				*where = (void *)((uintptr_t)x ^ fp_mask(s, where));
+			}
+			prev = x;
 			j++;
 		} while (j < n && (uintptr_t)objs[j] - base < span);
 		free_chain(s, c, slab, x, objs[j - 1], j - i, freeze, &h);
