@@ -963,7 +963,7 @@ static inline __attribute__((always_inline)) void pcpu_free_fast(struct uslab_ca
 }
 
 /*
- * Every other live slab's object: push onto main when it has room
+ * Every other live slab's object, on parts of threads: push onto main when it has room
  * (sheaves: any object of the cache, not marked free already), onto the
  * CPU free list when x is in the CPU slab (classic: a range and boundary
  * check, not the list head); else out of line (remote frees of home and
@@ -975,14 +975,9 @@ static inline __attribute__((always_inline)) void pcpu_free_fast(struct uslab_ca
  * allocation's loads of main are not held up behind the stores to it
  * (2026-11-24: the sheaves and slab pair 10.0 -> 5.2 ns).
  */
-static inline __attribute__((always_inline)) void slab_free_fast_desc(struct uslab_cache *named, struct slab *d,
-								   void *x, unsigned cid)
+static inline __attribute__((always_inline)) void slab_free_fast_tls(struct uslab_cache *named, struct slab *d,
+								  void *x, unsigned cid)
 {
-	struct uslab_cache *r = d->cache;   /* (the cache API knows it from its cache: slab_free_fast) */
-	if (atomic_load_explicit(&r->per_cpu, memory_order_relaxed)) {
-		pcpu_free_fast(named, r, d, x, cid);
-		return;
-	}
 	struct cpu_cache *c = cpu_this_id(cid);
 	uint32_t n = c->n;
 	uintptr_t off = ((uintptr_t)x & SLOT_MASK) - d->colour;   /* (SLAB-format slabs start at their colour) */
@@ -1007,6 +1002,31 @@ static inline __attribute__((always_inline)) void slab_free_fast_desc(struct usl
 	cpu_free_other(named, d, x);
 }
 
+/*
+ * free() of x whose slot record is d (x in one of our segments): per-CPU
+ * parts first (the default: sheaves on parts of CPUs, whose slabs no
+ * thread owns, so the owner tag is not looked at), then a slab this thread
+ * owns (home), then the thread's part. Other kinds go to `other`.
+ */
+static inline __attribute__((always_inline)) void slab_free_fast_rec(struct slab *d, void *x,
+								  void (*other)(void *, struct slab *))
+{
+	if (likely(slab_kind(d) == SK_SLAB)) {
+		struct uslab_cache *r = d->cache;
+		if (likely(atomic_load_explicit(&r->per_cpu, memory_order_relaxed))) {
+			pcpu_free_fast(NULL, r, d, x, d->cid);
+			return;
+		}
+		if (atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag) {
+			home_free_fast(d, x);
+			return;
+		}
+		slab_free_fast_tls(NULL, d, x, d->cid);
+		return;
+	}
+	other(x, d);
+}
+
 /* uslab_cache_free(): x != NULL. The record's cache must be s's root
  * (else the slow path reports the wrong cache, or takes a KFENCE object,
  * or an object in a later slot of a slab of several). */
@@ -1017,6 +1037,13 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 		return;
 	}
 	struct slab *d = slab_record(x);
+	if (likely(atomic_load_explicit(&s->per_cpu, memory_order_relaxed))) {   /* (s's line: loaded already) */
+		if (likely(slab_kind(d) == SK_SLAB) && likely(d->cache == s->real))
+			pcpu_free_fast(s, s, d, x, s->id);   /* (an alias has its root's id) */
+		else
+			cpu_free_other(s, d, x);
+		return;
+	}
 	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag) && likely(d->cache == s->real)) {
 		/* this thread owns d, a slab of s: its part of s is the owner,
 		 * found from s (an alias has its root's id) while d loads */
@@ -1024,10 +1051,7 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 		return;
 	}
 	if (likely(slab_kind(d) == SK_SLAB) && likely(d->cache == s->real)) {
-		if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed))
-			pcpu_free_fast(s, s, d, x, s->id);   /* (an alias has its root's id) */
-		else
-			slab_free_fast_desc(s, d, x, s->real->id);   /* (= d->cid, without waiting for d) */
+		slab_free_fast_tls(s, d, x, s->real->id);   /* (= d->cid, without waiting for d) */
 		return;
 	}
 	cpu_free_other(s, d, x);

@@ -314,13 +314,7 @@ void *kmalloc_aligned(size_t size, size_t align)
  * inline path sends every pointer to kfree_other()). */
 static NOINLINE void kfree_ours(void *p)
 {
-	struct slab *d = slab_record(p);
-	if (atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag)
-		home_free_fast(d, p);
-	else if (slab_kind(d) == SK_SLAB)
-		slab_free_fast_desc(NULL, d, p, d->cid);
-	else
-		kfree_other(p, d);
+	slab_free_fast_rec(slab_record(p), p, kfree_other);
 }
 
 void kfree_other(void *p, struct slab *d)

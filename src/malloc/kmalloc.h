@@ -160,16 +160,7 @@ static inline __attribute__((always_inline)) void kfree(void *p)
 		kfree_other(p, &slab_foreign);   /* huge, KFENCE, boot blocks, misuse; M_PERTURB */
 		return;
 	}
-	struct slab *d = slab_record(p);
-	if (likely(atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag)) {
-		home_free_fast(d, p);
-		return;
-	}
-	if (likely(slab_kind(d) == SK_SLAB)) {
-		slab_free_fast_desc(NULL, d, p, d->cid);
-		return;
-	}
-	kfree_other(p, d);
+	slab_free_fast_rec(slab_record(p), p, kfree_other);
 }
 
 /* A block above the kmalloc classes (or aligned beyond them), creating the
