@@ -208,8 +208,14 @@ USLAB_API int uslab_cache_shrink(struct uslab_cache *cache);
  *                  Debug caches are always 0. Threads switch at their next
  *                  slow path;
  *   "barn_full", "barn_empty"  full and empty sheaves the cache's barn keeps
- *                  (0..1024): full sheaves freed by one thread wait there
- *                  for threads that allocate;
+ *                  (0..1024; default 256 and 10): full sheaves freed by one
+ *                  thread wait there for threads that allocate. The barn
+ *                  always takes 10 full sheaves (fewer if barn_full is
+ *                  less); beyond that it earns room, up to barn_full, one
+ *                  sheaf each time a thread takes a full sheaf after one
+ *                  was flushed to the slabs for want of room (a producer
+ *                  came for it); a shrink, malloc_trim(0) or a decay pass
+ *                  that empties the barn starts it at 10 again;
  *   "cpu_partial"  classic mode: objects each CPU's partial list may hold
  *                  before it is drained to the node list, counted in slabs
  *                  as the kernel's since 5.16 (2 x cpu_partial over a

@@ -12,6 +12,11 @@
  * producer     producer/consumer pairs: the consumers' full sheaves travel
  *              back to the producers through the barn (BARN_PUT/BARN_GET),
  *              contents intact
+ * demand       the barn's bound (sheaf.c): a burst of frees with no taker
+ *              leaves it at its floor of ten full sheaves; a taker of its
+ *              sheaves after some were flushed earns it room, so the next
+ *              burst leaves more than ten, at most barn_full; a shrink
+ *              empties it and forgets the room (the floor again)
  * stress       many threads at once: random sizes of batches, frees of
  *              other threads' objects through a shared exchange, bulk
  *              alloc/free, threads exiting with full sheaves and new ones
@@ -423,6 +428,63 @@ static void stress(void)
 	destroy_silently(st.c);
 }
 
+/* ---- the barn earns room by demand ------------------------------------------------ */
+
+#define DEMAND_CAP 8
+#define DEMAND_N (60 * DEMAND_CAP)   /* sixty sheaves' worth */
+
+static void demand_round(struct uslab_cache *c, void **v)
+{
+	for (unsigned i = 0; i < DEMAND_N; i++)
+		CHECK((v[i] = uslab_cache_alloc(c)) != NULL);
+	for (unsigned i = 0; i < DEMAND_N; i++)
+		uslab_cache_free(c, v[i]);
+}
+
+static void demand(void)
+{
+	struct uslab_cache *c = mk("sheaf-demand", 64);
+	tset(c, "sheaf_capacity", DEMAND_CAP);
+	tset(c, "barn_full", 40);
+	void **v = calloc(DEMAND_N, sizeof *v);
+	CHECK(v != NULL);
+	struct uslab_cache_info in;
+	/* 1: allocated from slabs (the barn is empty: nothing taken from
+	 * it), then freed: ten full sheaves kept, the rest flushed */
+	demand_round(c, v);
+	cache_info(c, &in);
+	unsigned long first = in.barn_full;
+	CHECKF(first <= 10, "%lu full sheaves after a burst of frees with no taker", first);
+	CHECK(in.events[USLAB_STAT_BARN_PUT_FAIL] > 0);
+	/* 2: the same objects wanted back: the barn's ten are taken while
+	 * sheaves had been flushed, each earning a sheaf of room */
+	demand_round(c, v);
+	cache_info(c, &in);
+	printf("    barn after a burst with no taker: %lu full sheaves; after a round trip: %llu (of at most %u)\n",
+	       first, (unsigned long long)in.barn_full, in.barn_full_max);
+	CHECKF(in.barn_full > 10 && in.barn_full <= 40, "%llu full sheaves after a producer came back",
+	       (unsigned long long)in.barn_full);
+	CHECK(in.barn_objects <= in.barn_full * DEMAND_CAP);
+	/* 3: a shrink empties the barn and forgets what it earned */
+	uslab_cache_shrink(c);
+	cache_info(c, &in);
+	CHECK_EQ(in.barn_full, 0);
+	demand_round(c, v);
+	cache_info(c, &in);
+	CHECKF(in.barn_full <= 10, "%llu full sheaves after a shrink and a burst with no taker",
+	       (unsigned long long)in.barn_full);
+	/* barn_full below the floor bounds it too */
+	tset(c, "barn_full", 3);
+	uslab_cache_shrink(c);
+	demand_round(c, v);
+	demand_round(c, v);
+	cache_info(c, &in);
+	CHECK(in.barn_full <= 3);
+	CHECK_EQ(uslab_cache_validate(c), 0);
+	free(v);
+	destroy_silently(c);
+}
+
 /* Under slub_debug for every cache: debug caches have no sheaves, and
  * their sheaf_capacity stays 0; then the test runs again without it. */
 static void debug_no_sheaves(void)
@@ -447,6 +509,7 @@ int main(int argc, char **argv)
 	rerun_without_slub_debug(argv, debug_no_sheaves);
 	check_init("test_sheaves");
 	RUN(bound);
+	RUN(demand);
 	RUN(producer);
 	RUN(stress);
 	return 0;

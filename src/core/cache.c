@@ -178,8 +178,9 @@ static unsigned sheaf_default_capacity(unsigned size)
  * than slabs: the kernel's set_min_partial() keeps 5 to 10 slabs of 4 to
  * 32 KiB, and 2 slabs of a 64 KiB slot or more keep as much (10 would keep
  * 640 KiB of empty slabs per cache: 25 MiB over the kmalloc classes after
- * a burst of frees); the barn's bounds as the kernel's (10 full, 10
- * empty). */
+ * a burst of frees); the barn's empty bound as the kernel's (10), its
+ * full bound what demand may earn it (sheaf.c: always 10, the kernel's,
+ * up to BARN_FULL_DEFAULT). */
 static void cache_tunables(struct uslab_cache *s)
 {
 	unsigned size = s->size;
@@ -195,7 +196,7 @@ static void cache_tunables(struct uslab_cache *s)
 	unsigned long fb = MAX(4UL * PAGE_SIZE / size, MIN(256UL, 64UL * PAGE_SIZE / size));
 	TUNE_SET(s, freebatch, (unsigned)MAX(1UL, fb));
 	TUNE_SET(s, hiwater, TUNE(s, freebatch) << 2);
-	TUNE_SET(s, barn_full_max, opt.barn_full >= 0 ? (unsigned)opt.barn_full : 10U);
+	TUNE_SET(s, barn_full_max, opt.barn_full >= 0 ? (unsigned)opt.barn_full : (unsigned)BARN_FULL_DEFAULT);
 	TUNE_SET(s, barn_empty_max, opt.barn_empty >= 0 ? (unsigned)opt.barn_empty : 10U);
 	/* slab mode: its slabs' layout and enable_cpucache()'s defaults */
 	core_hooks.array_cache_init(s);

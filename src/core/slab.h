@@ -26,6 +26,8 @@
 #define CACHE_ID_MAX       65536   /* live caches at once */
 #define SHEAF_MAX_CAPACITY 508     /* largest sheaf_capacity (a sheaf is then one page) */
 #define BARN_MAX_SHEAVES   1024    /* largest barn bound */
+#define BARN_FLOOR         10      /* full sheaves a barn always takes (the kernel's bound) */
+#define BARN_FULL_DEFAULT  256     /* barn_full's default: what demand may grow it to */
 
 struct cpu_cache;   /* cpu/cpu.h: the core counts events on the part that calls it */
 
@@ -142,6 +144,11 @@ struct barn {
 	_Atomic unsigned long objects;        /* objects in the full sheaves (statistics) */
 	_Atomic unsigned long gets;           /* full sheaves taken so far (lock held) */
 	unsigned long seen_gets;              /* gets at the last decay pass (cache_mutex) */
+	/* How many full sheaves it takes now (sheaf.c, "the barn's bound"):
+	 * BARN_FLOOR, plus what producers' demand earned, up to barn_full. */
+	_Atomic unsigned extra; /* earned beyond the floor (written under lock, peeked without) */
+	_Atomic unsigned spilled; /* full sheaves flushed for want of room, not yet wanted back
+	                           * (added to without the lock, taken from under it) */
 };
 
 /* ---- SLAB mode's part of a cache (cpu/array.c) ------------------------- */

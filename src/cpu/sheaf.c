@@ -13,20 +13,22 @@
  *   2. else trade main for a full sheaf of the barn (the empty one becomes
  *      spare, or goes to the barn's empty list);
  *   3. else refill main from slabs (slab_take_objects: node partial slabs
- *      first, several per lock hold, then new slabs).
+ *      first, each walked with the node lock dropped, then new slabs).
  * When main is full (free):
  *   1. swap with spare if that is empty (or make a new empty main, the full
  *      one becoming spare, if there is no spare);
  *   2. else put main in the barn and take an empty sheaf (barn's or new);
- *   3. else (the barn holds barn_full_max full sheaves) flush main to the
- *      slabs: grouped by slab, one CAS each, the node lock only for slabs
- *      that change list (slab_free_objects).
+ *   3. else (the barn holds what it may: ten full sheaves, more as demand
+ *      earns them, up to barn_full_max; "the barn's bound" below) flush
+ *      main to the slabs: each run of one slab's objects with one CAS, the
+ *      node lock only for slabs that change list (slab_free_objects).
  * A consumer thread's frees thus fill sheaves that travel back whole to the
  * producers through the barn: no atomic per object on either side.
  *
  * Memory held, per cache: at most 2 * sheaf_capacity objects per thread
  * that used the cache (main and spare, also while the thread is idle), and
- * barn_full_max full sheaves plus barn_empty_max empty ones in the barn.
+ * at most barn_full_max full sheaves plus barn_empty_max empty ones in the
+ * barn.
  * Thread exit gives main and spare to the barn (full ones, if it has room)
  * or to the slabs; shrink and destroy flush the calling thread's sheaves
  * and the whole barn to the slabs.
@@ -96,6 +98,48 @@ static void sheaf_flush(struct uslab_cache *s, struct cpu_cache *c, struct sheaf
 
 /* ---- the barn ---------------------------------------------------------------- */
 
+/*
+ * The barn's bound. The kernel keeps at most ten full sheaves per node and
+ * flushes the rest to the slabs; a producer then refills from those slabs,
+ * walking free lists whose links the consumers' CPUs wrote, a cache miss per
+ * object. Where more objects are in flight between consumers and producers
+ * than ten sheaves hold, the barn earns room by demand:
+ *   - a full sheaf flushed for want of room counts as spilled;
+ *   - a taker of a full sheaf while sheaves were spilled turns one spill
+ *     into one more sheaf of room (`extra`, up to barn_full): a producer
+ *     came for what had to be flushed.
+ * A burst of frees with no producer (a program freeing what it built)
+ * earns nothing and leaves the barn at the floor. What was earned is given
+ * back with the barn's sheaves by a decay pass that finds the barn unused,
+ * by uslab_cache_shrink() and by malloc_trim(0) (sheaf_flush_barn).
+ * Everything here runs under the barn lock; `extra` is peeked without it.
+ */
+static unsigned barn_floor(const struct uslab_cache *s)
+{
+	return MIN((unsigned)BARN_FLOOR, TUNE(s, barn_full_max));
+}
+static unsigned barn_limit(const struct uslab_cache *s)
+{
+	unsigned max = TUNE(s, barn_full_max);
+	return MIN(max, barn_floor(s) + atomic_load_explicit(&s->node.barn.extra, memory_order_relaxed));
+}
+/* A full sheaf goes to the slabs for want of room in the barn. */
+static void barn_spilled(struct barn *b)
+{
+	if (atomic_load_explicit(&b->spilled, memory_order_relaxed) < BARN_MAX_SHEAVES)
+		atomic_fetch_add_explicit(&b->spilled, 1, memory_order_relaxed);
+}
+/* A full sheaf is being taken. */
+static void barn_taken(const struct uslab_cache *s, struct barn *b)
+{
+	if (atomic_load_explicit(&b->spilled, memory_order_relaxed)) {
+		atomic_fetch_sub_explicit(&b->spilled, 1, memory_order_relaxed);   /* (only here, under the lock) */
+		unsigned extra = atomic_load_explicit(&b->extra, memory_order_relaxed);
+		if (barn_floor(s) + extra < TUNE(s, barn_full_max))
+			atomic_store_explicit(&b->extra, extra + 1, memory_order_relaxed);
+	}
+}
+
 /* A full sheaf of capacity cap from the barn, or NULL. Sheaves of another
  * capacity (the tunable changed) are flushed and freed on the way. */
 static struct sheaf *barn_get_full(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
@@ -111,6 +155,7 @@ static struct sheaf *barn_get_full(struct uslab_cache *s, struct cpu_cache *c, u
 		sh = b->full;
 		if (sh) {
 			b->full = sh->next;
+			barn_taken(s, b);
 			atomic_store_explicit(&b->nr_full, atomic_load_explicit(&b->nr_full, memory_order_relaxed) - 1,
 					      memory_order_relaxed);
 			atomic_store_explicit(&b->gets, atomic_load_explicit(&b->gets, memory_order_relaxed) + 1,
@@ -134,26 +179,25 @@ static struct sheaf *barn_get_full(struct uslab_cache *s, struct cpu_cache *c, u
 	}
 }
 
-/* Put a full sheaf in the barn; false if it holds barn_full_max already. */
+/* Put a full sheaf in the barn; false if it is at its bound (the caller
+ * flushes the sheaf to the slabs: a spill). */
 static bool barn_put_full(struct uslab_cache *s, struct cpu_cache *c, struct sheaf *sh)
 {
 	struct barn *b = &s->node.barn;
-	unsigned max = TUNE(s, barn_full_max);
 	bool ok = false;
-	if (atomic_load_explicit(&b->nr_full, memory_order_relaxed) < max) {
-		slab_lock_spin(&b->lock);
-		unsigned nf = atomic_load_explicit(&b->nr_full, memory_order_relaxed);
-		if (nf < max) {
-			sh->next = b->full;
-			b->full = sh;
-			atomic_store_explicit(&b->nr_full, nf + 1, memory_order_relaxed);
-			atomic_store_explicit(&b->objects,
-					      atomic_load_explicit(&b->objects, memory_order_relaxed) + sh->size,
-					      memory_order_relaxed);
-			ok = true;
-		}
-		pthread_mutex_unlock(&b->lock);
+	slab_lock_spin(&b->lock);
+	unsigned nf = atomic_load_explicit(&b->nr_full, memory_order_relaxed);
+	if (nf < barn_limit(s)) {
+		sh->next = b->full;
+		b->full = sh;
+		atomic_store_explicit(&b->nr_full, ++nf, memory_order_relaxed);
+		atomic_store_explicit(&b->objects, atomic_load_explicit(&b->objects, memory_order_relaxed) + sh->size,
+				      memory_order_relaxed);
+		ok = true;
 	}
+	pthread_mutex_unlock(&b->lock);
+	if (!ok)
+		barn_spilled(b);
 	stat_inc(s, c, ok ? USLAB_STAT_BARN_PUT : USLAB_STAT_BARN_PUT_FAIL);
 	return ok;
 }
@@ -213,6 +257,8 @@ void sheaf_flush_barn(struct uslab_cache *s)
 	atomic_store_explicit(&b->nr_full, 0, memory_order_relaxed);
 	atomic_store_explicit(&b->nr_empty, 0, memory_order_relaxed);
 	atomic_store_explicit(&b->objects, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->extra, 0, memory_order_relaxed);   /* earned again by demand */
+	atomic_store_explicit(&b->spilled, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&b->lock);
 	while (full) {
 		struct sheaf *sh = full;
@@ -380,7 +426,7 @@ static void make_room(struct uslab_cache *s, struct cpu_cache *c)
 			set_main(c, e, 0);
 			return;
 		}
-	} else if (atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed) < TUNE(s, barn_full_max)) {
+	} else if (atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed) < barn_limit(s)) {
 		struct sheaf *e = barn_get_empty(s, c, c->sheaf_cap);
 		if (e) {
 			struct sheaf *full = take_main(c);
@@ -391,6 +437,7 @@ static void make_room(struct uslab_cache *s, struct cpu_cache *c)
 			barn_put_empty(s, c, e);
 		}
 	} else {
+		barn_spilled(&s->node.barn);
 		stat_inc(s, c, USLAB_STAT_BARN_PUT_FAIL);
 	}
 	/* flush main in place */
@@ -497,8 +544,7 @@ void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 		/* main is full: swap or trade it, but flush the rest straight
 		 * to the slabs rather than main over and over */
 		bool room_cheap = !atomic_load_explicit(&c->spare_n, memory_order_relaxed) ||   /* no spare, or empty */
-				  atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed) <
-					  TUNE(s, barn_full_max);
+				  atomic_load_explicit(&s->node.barn.nr_full, memory_order_relaxed) < barn_limit(s);
 		if (!room_cheap)
 			break;
 		make_room(s, c);
