@@ -112,7 +112,10 @@ static void sheaf_flush(struct uslab_cache *s, struct cpu_cache *c, struct sheaf
  * earns nothing and leaves the barn at the floor. What was earned is given
  * back with the barn's sheaves by a decay pass that finds the barn unused,
  * by uslab_cache_shrink() and by malloc_trim(0) (sheaf_flush_barn).
- * Everything here runs under the barn lock; `extra` is peeked without it.
+ * `extra` changes under the barn lock and is peeked without it (a stale
+ * bound only flushes a sheaf the barn could have kept, or keeps one more);
+ * a spill is counted by an atomic add without the lock, and only a taker
+ * under the lock takes one back, so the count never goes below zero.
  */
 static unsigned barn_floor(const struct uslab_cache *s)
 {
@@ -185,17 +188,20 @@ static bool barn_put_full(struct uslab_cache *s, struct cpu_cache *c, struct she
 {
 	struct barn *b = &s->node.barn;
 	bool ok = false;
-	slab_lock_spin(&b->lock);
-	unsigned nf = atomic_load_explicit(&b->nr_full, memory_order_relaxed);
-	if (nf < barn_limit(s)) {
-		sh->next = b->full;
-		b->full = sh;
-		atomic_store_explicit(&b->nr_full, ++nf, memory_order_relaxed);
-		atomic_store_explicit(&b->objects, atomic_load_explicit(&b->objects, memory_order_relaxed) + sh->size,
-				      memory_order_relaxed);
-		ok = true;
+	if (atomic_load_explicit(&b->nr_full, memory_order_relaxed) < barn_limit(s)) {   /* racy peek */
+		slab_lock_spin(&b->lock);
+		unsigned nf = atomic_load_explicit(&b->nr_full, memory_order_relaxed);
+		if (nf < barn_limit(s)) {
+			sh->next = b->full;
+			b->full = sh;
+			atomic_store_explicit(&b->nr_full, nf + 1, memory_order_relaxed);
+			atomic_store_explicit(&b->objects,
+					      atomic_load_explicit(&b->objects, memory_order_relaxed) + sh->size,
+					      memory_order_relaxed);
+			ok = true;
+		}
+		pthread_mutex_unlock(&b->lock);
 	}
-	pthread_mutex_unlock(&b->lock);
 	if (!ok)
 		barn_spilled(b);
 	stat_inc(s, c, ok ? USLAB_STAT_BARN_PUT : USLAB_STAT_BARN_PUT_FAIL);
