@@ -31,7 +31,9 @@ pass() { echo "  ok: $*"; }
 T0=$(date +%s.%N)
 WORK=$(mktemp -d)
 CHILD=
+QUIET= NOUSLAB=
 cleanup() {
+	for p in $QUIET $NOUSLAB; do kill "$p" 2>/dev/null; done   # (a failed check must not leave them holding CTest's pipe)
 	if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then
 		exec 3>&- 2>/dev/null
 		kill -TERM "$CHILD" 2>/dev/null
@@ -232,6 +234,20 @@ sleep 300 & QUIET=$!   # (killed below: long enough for a slow machine)
 bad "pid without export" "exports no statistics" "$TOOL" -p $QUIET
 USLAB_OPTIONS=export sleep 300 & NOUSLAB=$!
 bad "export on, uslab not loaded" "runs with USLAB_OPTIONS=export but has no export file: .*must load uslab" "$TOOL" -p $NOUSLAB
+# a file no process holds, of another layout, left by a gone process that had
+# the same pid (a killed test of another build): stale, removed, and the
+# answer is the one for no file
+NUSTALE=/dev/shm/uslab-$NOUSLAB.stats
+[ -n "${XDG_RUNTIME_DIR:-}" ] && [ -d "${XDG_RUNTIME_DIR}" ] && [ -O "${XDG_RUNTIME_DIR}" ] && NUSTALE=$XDG_RUNTIME_DIR/uslab-$NOUSLAB.stats
+head -c 8192 "$FILE" >"$NUSTALE" && chmod 600 "$NUSTALE"
+python3 - "$NUSTALE" <<'EOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<I", b, 8, 0xffff)   # version: the uint32 after the magic
+open(sys.argv[1], "wb").write(b)
+EOF
+bad "stale file of another layout" "has no export file \(a stale file .* was removed\): .*must load uslab" "$TOOL" -p $NOUSLAB
+[ ! -e "$NUSTALE" ] || fail "stale file of another layout not removed"
 kill $NOUSLAB 2>/dev/null; wait $NOUSLAB 2>/dev/null
 bad "malformed --set" "expected NAME:KEY=VALUE" "$TOOL" -p "$PID" --set obs_a-cpu_partial
 bad "malformed --set value" "VALUE must be a decimal" "$TOOL" -p "$PID" --set obs_a:cpu_partial=x1

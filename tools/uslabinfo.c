@@ -376,6 +376,18 @@ static bool request_refresh(struct target *t)
 	return true;
 }
 
+/* pid has no export file (`note` is said after the reason): one line and exit. */
+static __attribute__((noreturn)) void die_no_file(int pid, const char *comm, const char *note)
+{
+	if (env_has_export(pid))
+		die(1, "pid %d (%s) runs with USLAB_OPTIONS=export but has no export file%s: it has not initialised uslab "
+		    "(the program must load uslab: link it with libuslab, or preload libuslab-malloc.so, as uslab-run "
+		    "does), it is a forked child that has not allocated since the fork, or it could not make the file "
+		    "(see its standard error)", pid, comm, note);
+	die(1, "pid %d (%s) exports no statistics%s: start it with USLAB_OPTIONS=export, or under 'uslabinfo run --'",
+	    pid, comm, note);
+}
+
 /* Open and check the export file of pid; dies with one line on any problem. */
 static void open_target(struct target *t, int pid)
 {
@@ -398,14 +410,8 @@ static void open_target(struct target *t, int pid)
 		if (!lstat(t->path, &st))
 			found = i;
 	}
-	if (found < 0 && env_has_export(pid))
-		die(1, "pid %d (%s) runs with USLAB_OPTIONS=export but has no export file: it has not initialised uslab "
-		    "(the program must load uslab: link it with libuslab, or preload libuslab-malloc.so, as uslab-run "
-		    "does), it is a forked child that has not allocated since the fork, or it could not make the file "
-		    "(see its standard error)", pid, comm);
 	if (found < 0)
-		die(1, "pid %d (%s) exports no statistics: start it with USLAB_OPTIONS=export, or under 'uslabinfo run --'",
-		    pid, comm);
+		die_no_file(pid, comm, "");
 	if (!S_ISREG(st.st_mode))
 		die(1, "%s is not a regular file; refused", t->path);
 	if (st.st_uid != geteuid())
@@ -421,6 +427,17 @@ static void open_target(struct target *t, int pid)
 	if (!map_file(t))
 		die(1, "%s: too short or cannot be mapped: not a uslab export file", t->path);
 	const char *bad = check_layout(t->hdr);
+	if (bad && !exporter_alive(t->fd)) {
+		/* No process holds it: left by one that is gone (of another
+		 * version of uslab, or killed while it made the file), unless an
+		 * exporter is between its open and its flock: look again. */
+		sleep_ms(20);
+		if (!exporter_alive(t->fd) && check_layout(t->hdr)) {
+			unlink(t->path);
+			die_no_file(pid, comm, " (a stale file of a process that had this pid before was removed)");
+		}
+		bad = check_layout(t->hdr);
+	}
 	if (bad)
 		die(1, "%s: %s", t->path, bad);
 	if (t->hdr->pid != pid)
