@@ -90,7 +90,7 @@ live() {
 	t=$(date +%s%N)
 	"$TOOL" -p "$PID" --timeout 20 --json >"$WORK/live.json" 2>"$WORK/live.err" || fail "$name: uslabinfo --json: $(cat "$WORK/live.err")"
 	elapsed=$(ms "$t")
-	python3 - "$WORK/live.json" "$COUNT" "$bg" "$elapsed" <<'PY' || fail "$name (call: $elapsed ms): $(cat "$WORK/live.json")"
+	python3 - "$WORK/live.json" "$COUNT" "$bg" "$elapsed" <<'PY' || fail "$name (call: $elapsed ms): $(cat "$WORK/live.json"); the child's stderr: $(cat "$WORK/child.err"); its threads: $(cat /proc/"$PID"/task/*/comm 2>/dev/null | tr '\n' ' ')"
 import json, sys
 d = json.load(open(sys.argv[1]))
 c = {x["name"]: x for x in d["caches"]}
