@@ -904,31 +904,6 @@ static bool stdin_closed(void)
 	return (p.revents & (POLLHUP | POLLERR)) || read(0, &b, 1) <= 0;
 }
 
-/* Has this process a thread named `name` (/proc/self/task/N/comm)? */
-static bool own_thread_named(const char *name)
-{
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return false;
-	bool found = false;
-	struct dirent *e;
-	while (!found && (e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
-			continue;
-		char path[300], comm[32] = "";
-		snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(comm, sizeof comm, f))
-			comm[strcspn(comm, "\n")] = 0;
-		fclose(f);
-		found = !strcmp(comm, name);
-	}
-	closedir(d);
-	return found;
-}
-
 static int idle_child(long n, const char *mode)
 {
 	alarm(300);   /* a last bound if the test that started us is gone */
@@ -967,8 +942,7 @@ static int idle_child(long n, const char *mode)
 		 * leave the child's registry locked, and the child's own thread
 		 * then never starts. Bounded: the test fails on its own if the
 		 * thread never comes. */
-		for (int i = 0; i < 1000 && !own_thread_named("uslab-export"); i++)
-			sleep_ms(10);
+		(void)wait_count(export_threads, 1, 10.0);
 		fflush(NULL);
 		forked = fork();
 		CHECK(forked >= 0);
