@@ -28,8 +28,9 @@
 # Tests labelled "slow" (test_fork_many) are left out: ctest -L slow runs them.
 # The bench_run test (label "bench": bench/run.sh --quick and its results
 # file) runs in the normal variant only.
-# The debug and mode variants (classic, home, slqb, slab) run 8 of the preload test's 24 CPython
-# modules, and every variant reuses the preload test's glibc results.
+# The mode variants (classic, home, slqb, slab) run 9 of the preload test's 24 CPython
+# modules, the debug variant 5, and every variant reuses the preload test's glibc
+# results; these reruns give test_mixed 4 s and the fork-from-a-signal tests 2 s.
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
 #          FIX, validate lines) may appear in any test's output.
@@ -88,10 +89,19 @@ command -v ninja >/dev/null && GEN=(-G Ninja)
 export USLAB_PRELOAD_BASELINE=${USLAB_PRELOAD_BASELINE:-${B}test/preload-baseline}
 # The variants that rerun the normal build's suite in another mode (debug,
 # and the modes) run CPython's tests with fewer modules: the modes differ below
-# the malloc family, and the normal variant runs all 24. (test_pickle, 40 s
-# of the debug variant's 80 under slub_debug=FZPU, runs in the normal
-# variant only; test_deque and test_heapq take its place at 9 s.)
+# the malloc family, and the normal variant runs all 24.
 PRELOAD_SHORT="test_threading test_queue test_list test_dict test_unicode test_re test_json test_deque test_heapq"
+# The debug variant runs five that allocate much and sleep little (25 s
+# under slub_debug=FZPU, with a glibc run of its own of 5 s): the threading
+# and queue modules (25 s, mostly waiting) are the modes' and the normal
+# variant's.
+PRELOAD_DEBUG="test_list test_dict test_unicode test_re test_json"
+# The reruns (debug and the modes) also give the two fixed-length tests
+# less time: test_mixed 4 s (10 in the normal variant) and the fork-from-
+# a-signal tests 2 s (5), each of which still waits for its own floor (a
+# quiet point; a signal landed inside the allocator). It keeps the whole
+# command under 15 minutes on 2 cores.
+RERUN_ENV=(USLAB_STRESS_SECONDS=4 USLAB_SIGNAL_SECONDS=2)
 
 # "variant: what (why)", one a line: written by the variants' subshells
 SKIPS_FILE=$(mktemp)
@@ -174,7 +184,7 @@ run_variant() {
 		# Every cache debugged: the whole suite, its full output kept to
 		# look for reports (a passing test must not have caused any).
 		local log=$dir/debug-ctest.log
-		if ! USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_OPTIONS=slub_debug=FZPU \
+		if ! env "${RERUN_ENV[@]}" USLAB_PRELOAD_PY_TESTS="$PRELOAD_DEBUG" USLAB_OPTIONS=slub_debug=FZPU \
 			ctest --test-dir "$dir" -LE 'slow|bench' --output-on-failure -V -j "$JOBS" \
 			>"$log" 2>&1; then
 			grep -a -v '^[0-9]*: ' "$log" | tail -n 40
@@ -191,11 +201,13 @@ run_variant() {
 	elif [ "$name" = classic ]; then
 		# KFENCE sits above the per-CPU layer: its preload part (25 s) is
 		# the normal variant's alone (preload_kfence shows as skipped)
+		ctest_pre=(env "${RERUN_ENV[@]}")
 		USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_PRELOAD_PARTS="interpose sqlite git python" \
 			USLAB_OPTIONS=slub_sheaf_capacity=0 \
 			run_ctest classic "$dir" -LE 'slow|bench' --output-on-failure -j "$JOBS"
 	elif [ "$name" = home ] || [ "$name" = sheaves ] || [ "$name" = slqb ] || [ "$name" = slab ]; then
 		# every cache in that mode (slab: the kernel's SLAB); kfence as classic
+		ctest_pre=(env "${RERUN_ENV[@]}")
 		USLAB_PRELOAD_PY_TESTS=$PRELOAD_SHORT USLAB_PRELOAD_PARTS="interpose sqlite git python" \
 			USLAB_OPTIONS=slub_cpu_mode=$name \
 			run_ctest "$name" "$dir" -LE 'slow|bench' --output-on-failure -j "$JOBS"

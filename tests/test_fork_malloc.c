@@ -305,7 +305,9 @@ static void test_stdio(void)
  * loop goes on (up to CHECK_HANG_S more) until a signal has landed inside
  * malloc/realloc/free at least once: whether one did in the first seconds
  * is luck, which a loaded machine makes scarce.
- * USLAB_TEST_FULL=1 in the environment runs all 10,000.
+ * USLAB_TEST_FULL=1 in the environment runs all 10,000;
+ * USLAB_SIGNAL_SECONDS=N sets the seconds (the test command's reruns of
+ * this build in other modes give 2: the floor of one landed signal stays).
  */
 enum { SLOTS = 1009, MAX_SIZE = 70000, ITERS = 10000, SENDERS = 5, LIGHT_EVERY = 16, FULL_EVERY = 256,
        SIGNAL_SECONDS = 5 };
@@ -315,6 +317,15 @@ static bool full_run(void)
 {
 	const char *full = getenv("USLAB_TEST_FULL");
 	return full && *full == '1';
+}
+
+static double signal_seconds(void)
+{
+	const char *s = getenv("USLAB_SIGNAL_SECONDS");
+	char *end;
+	double v = s && *s ? strtod(s, &end) : SIGNAL_SECONDS;
+	CHECKF(!s || !*s || (*end == 0 && v >= 0), "USLAB_SIGNAL_SECONDS=%s: not a number of seconds", s);
+	return v;
 }
 
 /* Shared with the senders (threads, or processes: then mapped shared). */
@@ -470,7 +481,7 @@ static void signal_setup(bool shared)
 	pthread_barrierattr_init(&at);
 	pthread_barrierattr_setpshared(&at, shared ? PTHREAD_PROCESS_SHARED : PTHREAD_PROCESS_PRIVATE);
 	CHECK(pthread_barrier_init(&ctl->bar, &at, SENDERS + 1) == 0);
-	sig_deadline = full_run() ? 0 : check_now() + SIGNAL_SECONDS;
+	sig_deadline = full_run() ? 0 : check_now() + signal_seconds();
 }
 
 static void *target_thread(void *arg)
