@@ -559,6 +559,11 @@ USLAB_HIDDEN bool pcpu_eligible(const struct uslab_cache *s);
 USLAB_HIDDEN struct cpu_cache *pcpu_acquire(struct uslab_cache *s);
 /* Open the part again and unlock it. */
 USLAB_HIDDEN void pcpu_release(struct cpu_cache *c);
+/* The kmalloc classes are set (cpu_hooks.fast_classes filled): publish
+ * the parts their caches already have in malloc's slots of their CPUs'
+ * areas (a part made before, such as the one malloc's first allocation
+ * makes, was published by cache id only). */
+USLAB_HIDDEN void pcpu_publish_kmalloc(void);
 /* A free the push could not finish (main full, no part on this CPU): x is
  * checked and already marked free. Called last (the API call's return
  * address is the caller's). */

@@ -253,6 +253,23 @@ static void publish(struct uslab_cache *s, struct cpu_cache *c, struct cpu_cache
 	}
 }
 
+void pcpu_publish_kmalloc(void)
+{
+	if (!pcpu_g.on)
+		return;
+	pthread_mutex_lock(&cache_mutex);
+	for (unsigned i = 0; i < KMALLOC_CLASSES_MAX; i++) {
+		struct uslab_cache *k = cpu_hooks.fast_classes[i];
+		if (!k)
+			continue;
+		/* (classes that share a cache publish its parts again: the same stores) */
+		for (struct cpu_cache *c = k->real->pcpu_list; c; c = c->cnext)
+			if (!c->pcpu_retired)
+				publish(k->real, c, c);
+	}
+	pthread_mutex_unlock(&cache_mutex);
+}
+
 /* Take c out of its CPU's area (the cache no longer runs per CPU, or is
  * destroyed): plock held, c closed and flushed. A sequence that loaded c
  * before finds it closed and takes the slow path, which no longer finds
