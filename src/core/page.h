@@ -226,6 +226,20 @@ static inline struct slab *slab_record(const void *p)
 	return &page_segment(p)->slab[(a >> SLOT_SHIFT) & (SEG_SLOTS - 1)];
 }
 
+/* Start loading the line of object p for writing, at the top of a free:
+ * the double-free mark's word is read only once p's record and cache are
+ * (its address needs the cache's offset), so a cold object's miss would
+ * otherwise wait for theirs. A prefetch never faults, whatever p is.
+ * (2026-11-26, churn: 1.86 -> 1.72 s, medians of 7 interleaved.) */
+static inline void slab_prefetch_obj(const void *p)
+{
+#if defined(__x86_64__)
+	__asm__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1);
+#endif
+}
+
 /* The record of p's slot, or &slab_foreign if p is in no segment of ours. */
 static inline struct slab *slab_lookup(const void *p)
 {

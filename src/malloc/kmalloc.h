@@ -156,6 +156,7 @@ static inline __attribute__((always_inline)) void kfree(void *p)
 {
 	if (unlikely(!p))
 		return;
+	slab_prefetch_obj(p);   /* (its miss overlaps the record's and cache's) */
 	if (unlikely(!page_ours_below(p, kmalloc_lim.seg))) {
 		kfree_other(p, &slab_foreign);   /* huge, KFENCE, boot blocks, misuse; M_PERTURB */
 		return;
