@@ -28,9 +28,9 @@
 # Tests labelled "slow" (test_fork_many) are left out: ctest -L slow runs them.
 # The bench_run test (label "bench": bench/run.sh --quick and its results
 # file) runs in the normal variant only.
-# The mode variants (classic, home, slqb, slab) run 9 of the preload test's 24 CPython
-# modules, the debug variant 5, and every variant reuses the preload test's glibc
-# results; these reruns give test_mixed 4 s and the fork-from-a-signal tests 2 s.
+# The debug and mode variants (classic, home, slqb, slab) run 5 of the preload test's
+# 24 CPython modules, and every variant reuses the preload test's glibc results;
+# these reruns give test_mixed 4 s and the fork-from-a-signal tests 2 s.
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
 #          FIX, validate lines) may appear in any test's output.
@@ -89,13 +89,11 @@ command -v ninja >/dev/null && GEN=(-G Ninja)
 export USLAB_PRELOAD_BASELINE=${USLAB_PRELOAD_BASELINE:-${B}test/preload-baseline}
 # The variants that rerun the normal build's suite in another mode (debug,
 # and the modes) run CPython's tests with fewer modules: the modes differ below
-# the malloc family, and the normal variant runs all 24.
-PRELOAD_SHORT="test_threading test_queue test_list test_dict test_unicode test_re test_json test_deque test_heapq"
-# The debug variant runs five that allocate much and sleep little (25 s
-# under slub_debug=FZPU, with a glibc run of its own of 5 s): the threading
-# and queue modules (25 s, mostly waiting) are the modes' and the normal
-# variant's.
-PRELOAD_DEBUG="test_list test_dict test_unicode test_re test_json"
+# the malloc family, and the normal variant runs all 24. Five that allocate
+# much and wait little (25 s under slub_debug=FZPU, about 10 in a mode, with
+# one glibc run of 5 s for all): threading and queue (25 s, mostly waiting)
+# are the normal variant's.
+PRELOAD_SHORT="test_list test_dict test_unicode test_re test_json"
 # The reruns (debug and the modes) also give the two fixed-length tests
 # less time: test_mixed 4 s (10 in the normal variant) and the fork-from-
 # a-signal tests 2 s (5), each of which still waits for its own floor (a
@@ -184,7 +182,7 @@ run_variant() {
 		# Every cache debugged: the whole suite, its full output kept to
 		# look for reports (a passing test must not have caused any).
 		local log=$dir/debug-ctest.log
-		if ! env "${RERUN_ENV[@]}" USLAB_PRELOAD_PY_TESTS="$PRELOAD_DEBUG" USLAB_OPTIONS=slub_debug=FZPU \
+		if ! env "${RERUN_ENV[@]}" USLAB_PRELOAD_PY_TESTS="$PRELOAD_SHORT" USLAB_OPTIONS=slub_debug=FZPU \
 			ctest --test-dir "$dir" -LE 'slow|bench' --output-on-failure -V -j "$JOBS" \
 			>"$log" 2>&1; then
 			grep -a -v '^[0-9]*: ' "$log" | tail -n 40
