@@ -77,13 +77,11 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
  * Pop from the part at *(slot + (cpu << shift)) of this CPU: returns the
  * object, with the part and the new commit word in *cp and *ncp. Goes to
  * `nopart` when this CPU has no part there, to `empty` when its main is
- * empty (or closed). On the way it prefetches the line of the object the
- * next pop will return, for the store that scrubs its mark (inside the
- * sequence, where objs[n - 2] is main's; a prefetch never faults).
+ * empty (or closed).
  */
 #define PCPU_ARCH_POP(x_, c_, nc_, slot_, rseq_off_, shift_, nc_off_, objs_off_, nopart, empty) \
 	do { \
-		uint64_t pcpu_t_, pcpu_u_; \
+		uint64_t pcpu_t_; \
 		__asm__ volatile goto(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
 			     "movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
 			     "cmpl %[mx], %k[t]\n\t"              /* (rseq does not know this thread) */ \
@@ -97,17 +95,12 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     "testl %k[t], %k[t]\n\t" \
 			     "jz %l[" #empty "]\n\t" \
 			     "movq %c[obo](%[c]), %[x]\n\t" \
-			     "cmpl $2, %k[t]\n\t" \
-			     "jb 6f\n\t" \
-			     "movq -16(%[x], %[t], 8), %[u]\n\t"  /* objs[n - 2], the next pop's: */ \
-			     "prefetchw (%[u])\n\t"               /* its line for the scrub's store */ \
-			     "6:\n\t" \
 			     "movq -8(%[x], %[t], 8), %[x]\n\t"   /* objs[n - 1] */ \
 			     "movabsq $0xffffffff, %[t]\n\t"      /* n - 1, ops + 1 */ \
 			     "addq %[t], %[nc]\n\t" \
 			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit */ \
 			     "2:\n\t" \
-			     : [x] "=&r"(x_), [c] "=&r"(c_), [nc] "=&r"(nc_), [t] "=&r"(pcpu_t_), [u] "=&r"(pcpu_u_) \
+			     : [x] "=&r"(x_), [c] "=&r"(c_), [nc] "=&r"(nc_), [t] "=&r"(pcpu_t_) \
 			     : [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), [mx] "i"(PCPU_MAX_CPUS), \
 			       [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
 			     : "memory", "cc" \
