@@ -81,6 +81,16 @@ static _Atomic(struct obj *) xfer[SLOTS];   /* objects passed between threads */
 static _Atomic bool workers_stop;
 static _Atomic uint64_t ops_done;
 
+/* Run this thread on `cpu` alone; false if it may not (offline, or not in
+ * the process's affinity). */
+static bool pin_to(unsigned cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
 static void move_self(uint64_t *r)
 {
 	cpu_set_t set;
@@ -219,10 +229,7 @@ static void *side_main(void *arg)
 			struct uslab_cache *t = mk("pc-side", 80);
 			void *v[256];
 			for (unsigned cpu = 0; cpu < ncpus; cpu++) {
-				cpu_set_t set;
-				CPU_ZERO(&set);
-				CPU_SET(cpu, &set);
-				sched_setaffinity(0, sizeof set, &set);
+				(void)pin_to(cpu);   /* (refused: this CPU's part instead) */
 				for (unsigned i = 0; i < 256; i++)
 					CHECK((v[i] = uslab_cache_alloc(t)) != NULL);
 				for (unsigned i = 0; i < 256; i++)
@@ -286,10 +293,7 @@ static _Atomic bool sig_stop, sig_ready;
 static void *sig_target(void *arg)
 {
 	unsigned cpu = (unsigned)(uintptr_t)arg;
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
+	CHECK(pin_to(cpu));
 	/* fill this CPU's part: the first allocation refills main, the free
 	 * puts the object back; from then on a pop and a push each */
 	struct obj *o = uslab_cache_alloc(sig_cache);
@@ -505,10 +509,7 @@ static void per_cpu_stats(void)
 	struct uslab_cache *c = mk("pc-stats", 64);
 	void *v[100];
 	for (unsigned cpu = 0; cpu < ncpus; cpu++) {
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET(cpu, &set);
-		if (sched_setaffinity(0, sizeof set, &set))
+		if (!pin_to(cpu))
 			continue;
 		for (int r = 0; r < 10; r++) {
 			for (int i = 0; i < 100; i++)
@@ -593,19 +594,12 @@ static void kmalloc_every_cpu(void)
 	CHECK(sched_getaffinity(0, sizeof all, &all) == 0);
 	/* malloc starts here, on the first CPU this test may use (nothing
 	 * before called uslab_malloc): the CPU whose part was made early */
-	for (unsigned cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET(cpu, &set);
-		if (CPU_ISSET(cpu, &all) && !sched_setaffinity(0, sizeof set, &set))
+	for (unsigned cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &all) && pin_to(cpu))
 			break;
-	}
 	uslab_free(uslab_malloc(8));
 	for (unsigned cpu = 0; cpu < ncpus; cpu++) {
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET(cpu, &set);
-		if (!CPU_ISSET(cpu, &all) || sched_setaffinity(0, sizeof set, &set))
+		if (!CPU_ISSET(cpu, &all) || !pin_to(cpu))
 			continue;
 		unsigned long before = k8_slow();
 		const unsigned rounds = 100;

@@ -257,6 +257,9 @@ void pcpu_publish_kmalloc(void)
 {
 	if (!pcpu_g.on)
 		return;
+	/* cache_mutex: the parts' lists, and the slots part_create and the
+	 * retunes publish too (publish's release stores order each part
+	 * before the fast paths that load it) */
 	pthread_mutex_lock(&cache_mutex);
 	for (unsigned i = 0; i < KMALLOC_CLASSES_MAX; i++) {
 		struct uslab_cache *k = cpu_hooks.fast_classes[i];
