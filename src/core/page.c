@@ -41,6 +41,13 @@ static struct {
 	uint64_t nsegs;
 	uint64_t used_pages, dirty_pages;
 	uint64_t next_purge;                       /* ms; 0 = nothing to purge */
+	/* Pages the dirty bound has learned to keep: grown by every page that
+	 * a purge for the bound gave back and the program allocated again
+	 * within page_purge_delay_ms (a purge wasted: a madvise and a fault
+	 * per page), halved for each such period without one. regret_start: when the
+	 * current period began; regret_seen: a wasted purge in it. */
+	uint64_t learned_pages, regret_start;
+	bool regret_seen;
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;   /* see the top of the file */
 
@@ -144,7 +151,35 @@ static void seg_add_blocks(struct segment *seg, unsigned from)
 
 /* ---- allocation ------------------------------------------------------ */
 
-static struct page *take_block(unsigned order)
+/* A clean block of n pages, given back for the dirty bound at `purged` (0:
+ * never, or for its age, or by a trim), is allocated again at `now` (page
+ * lock held): within the delay, that purge was wasted (a madvise, and a
+ * fault per page to come), and the bound learns to keep n more. Purges for
+ * age are decay_ms at work and teach nothing. */
+static void note_regret(uint64_t purged, uint64_t now, unsigned n)
+{
+	if (purged && now - MIN(now, purged) < page_purge_delay_ms) {
+		P.learned_pages += n;
+		P.regret_seen = true;
+	}
+}
+
+/* Each period of page_purge_delay_ms without a wasted purge halves what
+ * the bound learned (page lock held): a program that stopped reusing what
+ * it frees gets its bound back within a few periods. */
+static void regret_decay(uint64_t now)
+{
+	uint64_t periods = page_purge_delay_ms ? (now - MIN(now, P.regret_start)) / page_purge_delay_ms : 64;
+	if (!periods)
+		return;
+	if (P.regret_seen)
+		periods--;
+	P.learned_pages = periods >= 64 ? 0 : P.learned_pages >> periods;
+	P.regret_seen = false;
+	P.regret_start = now;
+}
+
+static struct page *take_block(unsigned order, uint64_t now)
 {
 	unsigned o = order;
 	while (o <= PAGE_MAX_ORDER && !P.free[o])
@@ -153,6 +188,8 @@ static struct page *take_block(unsigned order)
 		return NULL;
 	struct page *d = P.free[o];
 	free_list_del(d);
+	if (!d->dirty)   /* (a clean block's free_time is when a purge gave it back) */
+		note_regret(d->free_time, now, 1U << order);
 	struct segment *seg = page_segment(d);
 	unsigned idx = desc_index(d);
 	/* Split: the upper halves go back as free blocks with the same state. */
@@ -190,8 +227,9 @@ void *page_alloc(unsigned order)
 		errno = ENOMEM;
 		return NULL;
 	}
+	uint64_t now = os_now_ms();
 	pthread_mutex_lock(&P.lock);
-	struct page *d = take_block(order);
+	struct page *d = take_block(order, now);
 	pthread_mutex_unlock(&P.lock);
 	if (d)
 		return page_address(d);
@@ -200,7 +238,7 @@ void *page_alloc(unsigned order)
 	 * blocks: without this, threads starting together each map one. */
 	pthread_mutex_lock(&grow_lock);
 	pthread_mutex_lock(&P.lock);
-	d = take_block(order);
+	d = take_block(order, now);
 	pthread_mutex_unlock(&P.lock);
 	if (d) {
 		pthread_mutex_unlock(&grow_lock);
@@ -220,7 +258,7 @@ void *page_alloc(unsigned order)
 	P.nsegs++;
 	seg_add_blocks(seg, SEG_HEADER_PAGES);
 	seg_map_set(seg, true);
-	d = take_block(order);
+	d = take_block(order, now);
 	pthread_mutex_unlock(&P.lock);
 	pthread_mutex_unlock(&grow_lock);
 	return d ? page_address(d) : NULL;
@@ -230,16 +268,34 @@ void *page_alloc(unsigned order)
 
 static void page_purge(bool all);
 
-/* The dirty bound (page lock held): decay_dirty_max, or half the pages in
- * use if that is more. Proportional, so that a program that frees and
- * reuses large blocks at a steady rate (a realloc-heavy one, a big live
- * set turning over) is not made to give back and fault in again the pages
- * it is about to reuse; a burst of frees still gives back nearly
- * everything as it runs, since what is in use falls with it. */
+/* The dirty bound (page lock held): decay_dirty_max, half the pages in
+ * use, or what the bound has learned (pages that purges gave back and the
+ * program soon allocated again), whichever is most. So a program that
+ * frees and reuses blocks at a steady rate (a realloc-heavy one, a big
+ * live set turning over) is not made to give back and fault in again the
+ * pages it is about to reuse; a burst of frees that nothing reuses still
+ * gives back nearly everything as it runs, since what is in use falls
+ * with it and nothing is learned. */
 static inline uint64_t dirty_max_pages(void)
 {
 	uint64_t fixed = (uint64_t)__atomic_load_n(&page_dirty_max_mb, __ATOMIC_RELAXED) << (20 - PAGE_SHIFT);
-	return MAX(fixed, P.used_pages / 2);
+	return MAX(MAX(fixed, P.used_pages / 2), P.learned_pages);
+}
+
+uint64_t page_dirty_learned(void)
+{
+	pthread_mutex_lock(&P.lock);
+	uint64_t b = P.learned_pages << PAGE_SHIFT;
+	pthread_mutex_unlock(&P.lock);
+	return b;
+}
+
+uint64_t page_dirty_bound(void)
+{
+	pthread_mutex_lock(&P.lock);
+	uint64_t b = dirty_max_pages() << PAGE_SHIFT;
+	pthread_mutex_unlock(&P.lock);
+	return b;
 }
 
 void page_free(void *p)
@@ -249,6 +305,7 @@ void page_free(void *p)
 	unsigned n = 1U << d->order;
 	uint64_t now = os_now_ms();
 	pthread_mutex_lock(&P.lock);
+	regret_decay(now);
 	seg->used_pages -= n;
 	P.used_pages -= n;
 	if (!seg->used_pages)
@@ -311,6 +368,7 @@ static void page_purge(bool all)
 {
 	enum { BATCH = 64 };
 	struct page *batch[BATCH];
+	bool for_bound[BATCH];         /* given back for the bound, not for its age */
 	struct segment *dead = NULL;
 	uint64_t now = os_now_ms();
 	uint64_t floor = UINT64_MAX;   /* dirty pages to keep: set by the first round */
@@ -370,8 +428,10 @@ static void page_purge(bool all)
 			for (struct page *d = P.free[o], *nx; d && d->dirty && nb < BATCH; d = nx) {
 				nx = d->next;
 				uint64_t age = now - MIN(now, d->free_time);
+				bool bound = false;
 				if (over && age_bucket(age) >= oldest) {   /* above the bound: the oldest */
 					over = over > (PAGE_SIZE << o) ? over - (PAGE_SIZE << o) : 0;
+					bound = !all && age < page_purge_delay_ms;
 				} else if (!all && !(by_age && age >= page_purge_delay_ms)) {
 					if (by_age) {
 						uint64_t due = d->free_time + page_purge_delay_ms;
@@ -382,6 +442,7 @@ static void page_purge(bool all)
 				}
 				free_list_del(d);
 				page_set_kind(d, PK_PURGING);
+				for_bound[nb] = bound;
 				batch[nb++] = d;
 			}
 		}
@@ -407,7 +468,9 @@ static void page_purge(bool all)
 			pthread_mutex_lock(&P.lock);
 			for (unsigned i = 0; i < nb; i++) {
 				struct page *d = batch[i];
-				free_block_insert(d, d->order, false, d->free_time);
+				/* a clean block's free_time: when the bound gave it
+				 * back (note_regret), else 0 */
+				free_block_insert(d, d->order, false, for_bound[i] ? now : 0);
 			}
 			if (!P.next_purge)
 				P.next_purge = now + page_purge_delay_ms;

@@ -305,6 +305,11 @@ USLAB_HIDDEN void page_get_info(struct page_info *pi);
  * dirty whatever its age, in MiB (decay_dirty_max=N). */
 extern unsigned page_purge_delay_ms USLAB_HIDDEN;
 extern unsigned page_dirty_max_mb USLAB_HIDDEN;
+/* What the dirty bound has learned, in bytes (page.c: pages that purges
+ * gave back and the program soon allocated again), and the bound itself:
+ * decay_dirty_max, half the pages in use, or that, whichever is most. */
+USLAB_HIDDEN uint64_t page_dirty_learned(void);
+USLAB_HIDDEN uint64_t page_dirty_bound(void);
 /* Give back what has decayed; returns when the next block is due (ms,
  * os_now_ms), 0 if nothing is dirty. */
 USLAB_HIDDEN uint64_t page_decay(void);
