@@ -505,11 +505,17 @@ USLAB_HIDDEN void cpu_fork_check(void);
 
 /* Mark c inside a slow path, and out of it (see busy). The release fence
  * keeps the mark ahead of the changes it covers, for a fork child that
- * reads it on another CPU's copy; x86 emits nothing for it. */
+ * reads it on another CPU's copy; x86 emits nothing for it. ThreadSanitizer
+ * does not model fences (gcc warns): there an acquire-release exchange
+ * orders the same way (no later access moves above it) where it can see it. */
 static inline void cpu_busy(struct cpu_cache *c)
 {
+#ifdef __SANITIZE_THREAD__
+	(void)__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQ_REL);
+#else
 	__atomic_store_n(&c->busy, 1, __ATOMIC_RELAXED);
 	atomic_thread_fence(memory_order_release);
+#endif
 }
 static inline void cpu_idle(struct cpu_cache *c)
 {
