@@ -44,8 +44,6 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=${USLAB_BENCH_BUILD:-$ROOT/build-bench}
-MULTIARCH=$(gcc -print-multiarch 2>/dev/null || true)
-LIBDIR=/usr/lib/${MULTIARCH:-x86_64-linux-gnu}
 PY=python3
 for p in python3 /usr/bin/python3; do
 	if "$p" -c 'import matplotlib' 2>/dev/null; then PY=$p; break; fi
@@ -108,10 +106,8 @@ EXE=$BUILD/bench/idle_threads
 USLAB_LIB=$BUILD/libuslab-malloc.so
 
 # ---- allocators ------------------------------------------------------------------
-declare -A LIB OPTS PKG
-LIB[jemalloc]=$LIBDIR/libjemalloc.so.2;          PKG[jemalloc]=libjemalloc2
-LIB[tcmalloc]=$LIBDIR/libtcmalloc_minimal.so.4;  PKG[tcmalloc]=libtcmalloc-minimal4
-LIB[mimalloc]=$LIBDIR/libmimalloc.so.2;          PKG[mimalloc]=libmimalloc2.0
+. "$HERE/peerlibs.sh"   # LIB, PKG
+declare -A OPTS
 # mode_taken NAME: does this build's libuslab-malloc take slub_cpu_mode=NAME
 # (no "ignoring" warning)?
 mode_taken() {

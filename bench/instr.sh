@@ -18,8 +18,6 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=${USLAB_BENCH_BUILD:-$ROOT/build-bench}
-MULTIARCH=$(gcc -print-multiarch 2>/dev/null || true)
-LIBDIR=/usr/lib/${MULTIARCH:-x86_64-linux-gnu}
 
 modes="mix pair batch"
 peers="glibc jemalloc tcmalloc mimalloc uslab"
@@ -52,11 +50,7 @@ if [ ! -x "$EXE" ] || [ "$HERE/instr.c" -nt "$EXE" ]; then
 	cc -O2 -Wall -o "$EXE" "$HERE/instr.c"
 fi
 
-declare -A LIB
-LIB[glibc]=""
-LIB[jemalloc]=$LIBDIR/libjemalloc.so.2
-LIB[tcmalloc]=$LIBDIR/libtcmalloc_minimal.so.4
-LIB[mimalloc]=$LIBDIR/libmimalloc.so.2
+. "$HERE/peerlibs.sh"   # LIB
 LIB[uslab]=$BUILD/libuslab-malloc.so
 
 TMP=$(mktemp -d)

@@ -72,8 +72,6 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=${USLAB_BENCH_BUILD:-$ROOT/build-bench}
-MULTIARCH=$(gcc -print-multiarch 2>/dev/null || true)
-LIBDIR=/usr/lib/${MULTIARCH:-x86_64-linux-gnu}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
@@ -123,11 +121,7 @@ for src in "$HERE"/mbench/*.c; do
 done
 
 # ---- peers ------------------------------------------------------------------------
-declare -A LIB PKG
-LIB[glibc]=""
-LIB[jemalloc]=$LIBDIR/libjemalloc.so.2;           PKG[jemalloc]=libjemalloc2
-LIB[tcmalloc]=$LIBDIR/libtcmalloc_minimal.so.4;   PKG[tcmalloc]=libtcmalloc-minimal4
-LIB[mimalloc]=$LIBDIR/libmimalloc.so.2;           PKG[mimalloc]=libmimalloc2.0
+. "$HERE/peerlibs.sh"   # LIB, PKG
 LIB[uslab]=$BUILD/libuslab-malloc.so
 # uslab+OPTS: uslab with OPTS added to USLAB_OPTIONS (commas become spaces),
 # e.g. uslab+kfence, uslab+decay_ms=3600000,decay_dirty_max=1048576: an A/B

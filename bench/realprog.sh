@@ -18,7 +18,6 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 BUILD=${USLAB_BENCH_BUILD:-$ROOT/build-bench}
-LIBDIR=/usr/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
 reps=5 save=1
 peers="glibc jemalloc tcmalloc mimalloc uslab"
 while [ $# -gt 0 ]; do
@@ -41,11 +40,7 @@ if [ ! -f "$BUILD/libuslab-malloc.so" ]; then
 	cmake --build "$BUILD" --target uslab_malloc >/dev/null
 fi
 
-declare -A LIB
-LIB[glibc]=""
-LIB[jemalloc]=$LIBDIR/libjemalloc.so.2
-LIB[tcmalloc]=$LIBDIR/libtcmalloc_minimal.so.4
-LIB[mimalloc]=$LIBDIR/libmimalloc.so.2
+. "$HERE/peerlibs.sh"   # LIB
 LIB[uslab]=$BUILD/libuslab-malloc.so
 run_peers=()
 for p in $peers; do
