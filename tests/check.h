@@ -117,6 +117,33 @@ static void check_fail(const char *file, int line, const char *expr, const char 
 				   "returned %p, errno %d (%s)", check_r_, check_e_, strerror(check_e_)); \
 	} while (0)
 
+/* ---- the statistics as text --------------------------------------------- */
+
+/* uslab_stats_print(opts) into a buffer: the whole text, NUL-terminated, in
+ * a static buffer that the next call overwrites (2 MiB: every cache of a
+ * test's run, a row or object of about 1.5 KiB each; text past it is cut). */
+struct check_text {
+	char buf[2 << 20];
+	size_t len;
+};
+static inline void check_text_write(void *arg, const char *s)
+{
+	struct check_text *t = arg;
+	size_t n = strlen(s);
+	if (t->len + n < sizeof t->buf) {
+		memcpy(t->buf + t->len, s, n + 1);
+		t->len += n;
+	}
+}
+static inline char *check_stats_text(unsigned long opts)
+{
+	static struct check_text t;
+	t.len = 0;
+	t.buf[0] = 0;
+	uslab_stats_print(check_text_write, &t, opts);
+	return t.buf;
+}
+
 /* ---- timing and the PASS line ------------------------------------------ */
 
 static inline double check_now(void)

@@ -379,19 +379,6 @@ static void test_pool_full_lru(void)
 
 /* ---- statistics ------------------------------------------------------------------------ */
 
-struct sink {
-	char buf[1 << 16];
-	size_t len;
-};
-static void sink_write(void *arg, const char *text)
-{
-	struct sink *s = arg;
-	size_t n = strlen(text);
-	if (s->len + n < sizeof s->buf) {
-		memcpy(s->buf + s->len, text, n + 1);
-		s->len += n;
-	}
-}
 
 static void test_stats(void)
 {
@@ -444,14 +431,10 @@ static void test_stats(void)
 	CHECK(b.kfence_pool_bytes >= (2 * (uint64_t)b.kfence_slots + 1) * 4096);
 	v1.version = 4;
 	CHECK(uslab_process_get_info(&v1) == -1 && errno == EINVAL);
-	struct sink *s = calloc(1, sizeof *s);
-	uslab_stats_print(sink_write, s, USLAB_STATS_TABLE);
-	CHECKF(strstr(s->buf, "; KFENCE 1 in 1: ") != NULL, "table:\n%s", s->buf);
-	s->len = 0;
-	s->buf[0] = 0;
-	uslab_stats_print(sink_write, s, USLAB_STATS_JSON);
-	CHECKF(strstr(s->buf, "\"kfence\":{\"interval\":1,\"ms\":0,\"pool_bytes\":") != NULL, "json:\n%.400s", s->buf);
-	free(s);
+	const char *txt = check_stats_text(USLAB_STATS_TABLE);
+	CHECKF(strstr(txt, "; KFENCE 1 in 1: ") != NULL, "table:\n%s", txt);
+	txt = check_stats_text(USLAB_STATS_JSON);
+	CHECKF(strstr(txt, "\"kfence\":{\"interval\":1,\"ms\":0,\"pool_bytes\":") != NULL, "json:\n%.400s", txt);
 }
 
 /* ---- reports ----------------------------------------------------------------------------- */

@@ -285,36 +285,11 @@ static void size_align_sweep(void)
 
 /* ---- destroy orders --------------------------------------------------------- */
 
-struct text {
-	char buf[65536];
-	size_t len;
-};
-
-static void text_write(void *arg, const char *s)
-{
-	struct text *t = arg;
-	size_t n = strlen(s);
-	if (t->len + n < sizeof t->buf) {
-		memcpy(t->buf + t->len, s, n + 1);
-		t->len += n;
-	}
-}
-
-static struct text *stats_text(void)
-{
-	static struct text t;
-	t.len = 0;
-	t.buf[0] = 0;
-	uslab_stats_print(text_write, &t, 0);
-	return &t;
-}
-
 /* Does the stats table have a row for a real cache of this name? */
 static bool has_row(const char *name)
 {
-	struct text *t = stats_text();
 	size_t n = strlen(name);
-	for (const char *l = t->buf; *l;) {
+	for (const char *l = check_stats_text(USLAB_STATS_TABLE); *l;) {
 		if (!strncmp(l, name, n) && l[n] == ' ')
 			return true;
 		const char *e = strchr(l, '\n');
@@ -437,21 +412,21 @@ static void stats_table(void)
 	struct uslab_cache *a = mk("tbl-alias-one", 1800, 0, 0, NULL);
 	struct uslab_cache *b = mk("tbl-alias-two", 1796, 0, 0, NULL);
 	use(a, 5);
-	struct text *t = stats_text();
-	CHECKF(strstr(t->buf, "alias tbl-alias-one -> tbl-root\n") != NULL, "table:\n%s", t->buf);
-	CHECKF(strstr(t->buf, "alias tbl-alias-two -> tbl-root\n") != NULL, "table:\n%s", t->buf);
+	const char *t = check_stats_text(USLAB_STATS_TABLE);
+	CHECKF(strstr(t, "alias tbl-alias-one -> tbl-root\n") != NULL, "table:\n%s", t);
+	CHECKF(strstr(t, "alias tbl-alias-two -> tbl-root\n") != NULL, "table:\n%s", t);
 	CHECK(has_row("tbl-root"));
 	CHECK(!has_row("tbl-alias-one"));   /* aliases have no row of their own */
 	destroy_silently(a);
-	t = stats_text();
-	CHECK(strstr(t->buf, "alias tbl-alias-one") == NULL);
-	CHECK(strstr(t->buf, "alias tbl-alias-two -> tbl-root\n") != NULL);
+	t = check_stats_text(USLAB_STATS_TABLE);
+	CHECK(strstr(t, "alias tbl-alias-one") == NULL);
+	CHECK(strstr(t, "alias tbl-alias-two -> tbl-root\n") != NULL);
 	destroy_silently(r);
-	t = stats_text();
-	CHECK(strstr(t->buf, "alias tbl-alias-two -> tbl-root\n") != NULL);
+	t = check_stats_text(USLAB_STATS_TABLE);
+	CHECK(strstr(t, "alias tbl-alias-two -> tbl-root\n") != NULL);
 	destroy_silently(b);
-	t = stats_text();
-	CHECK(strstr(t->buf, "tbl-") == NULL);
+	t = check_stats_text(USLAB_STATS_TABLE);
+	CHECK(strstr(t, "tbl-") == NULL);
 }
 
 /* ---- slab_nomerge from USLAB_OPTIONS, in a fresh process -------------------- */

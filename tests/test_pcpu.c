@@ -557,25 +557,10 @@ static void per_cpu_stats(void)
 
 /* ---- malloc's classes on every CPU ----------------------------------------------------- */
 
-struct text { char buf[1 << 21]; size_t n; };   /* (every cache of the run: each row about 1.5 KiB) */
-static void text_put(void *arg, const char *t)
-{
-	struct text *x = arg;
-	size_t l = strlen(t);
-	if (x->n + l < sizeof x->buf) {
-		memcpy(x->buf + x->n, t, l + 1);
-		x->n += l;
-	}
-}
-
 /* kmalloc-8's ALLOC_SLOWPATH, from the JSON statistics */
 static unsigned long k8_slow(void)
 {
-	static struct text t;
-	t.n = 0;
-	t.buf[0] = 0;
-	uslab_stats_print(text_put, &t, USLAB_STATS_JSON);
-	const char *c = strstr(t.buf, "\"name\":\"kmalloc-8\"");
+	const char *c = strstr(check_stats_text(USLAB_STATS_JSON), "\"name\":\"kmalloc-8\"");
 	CHECK(c != NULL);
 	const char *e = strstr(c, "\"ALLOC_SLOWPATH\":");
 	CHECK(e != NULL);

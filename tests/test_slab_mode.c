@@ -95,28 +95,10 @@ static void tset_einval(struct uslab_cache *c, const char *name, unsigned long v
 
 /* ---- defaults, rules, slabinfo ------------------------------------------------ */
 
-struct textbuf {
-	char buf[1 << 16];
-	size_t n;
-};
-static void tb_write(void *arg, const char *text)
-{
-	struct textbuf *t = arg;
-	size_t k = strlen(text);
-	if (t->n + k < sizeof t->buf) {
-		memcpy(t->buf + t->n, text, k + 1);
-		t->n += k;
-	}
-}
-
 /* The tunables columns of cache `name` in /proc/slabinfo form. */
 static void slabinfo_tunables(const char *name, unsigned *l, unsigned *b, unsigned *s)
 {
-	static struct textbuf t;
-	t.n = 0;
-	t.buf[0] = 0;
-	uslab_stats_print(tb_write, &t, USLAB_STATS_SLABINFO);
-	char *line = t.buf;
+	char *line = check_stats_text(USLAB_STATS_SLABINFO);
 	while (line && *line) {
 		char *nl = strchr(line, '\n');
 		size_t nlen = strlen(name);
