@@ -44,8 +44,9 @@ static struct {
 	/* Pages the dirty bound has learned to keep: grown by every page that
 	 * a purge for the bound gave back and the program allocated again
 	 * within page_purge_delay_ms (a purge wasted: a madvise and a fault
-	 * per page), halved for each such period without one. regret_start: when the
-	 * current period began; regret_seen: a wasted purge in it. */
+	 * per page), halved for each such period without one. regret_start:
+	 * when the current period began; regret_seen: a wasted purge in it.
+	 * All three under the page lock, as the free lists they come from. */
 	uint64_t learned_pages, regret_start;
 	bool regret_seen;
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER };
