@@ -7,7 +7,9 @@
  *
  *   preempt_storm     more threads than CPUs, sched_yield storms, threads
  *                     that move themselves between CPUs in a loop, frees of
- *                     each other's objects: no object handed out twice
+ *                     each other's objects, single and bulk calls (whose
+ *                     sequences copy many objects before their commit):
+ *                     no object handed out twice
  *                     (each carries its holder's token, checked before its
  *                     free), none lost (active 0, validate, shrink to 0)
  *   busy_cpus         shrink, malloc_trim, sheaf_capacity and cpu_mode
@@ -107,13 +109,19 @@ static void move_self(uint64_t *r)
 static void *storm_worker(void *arg)
 {
 	uint64_t id = (uintptr_t)arg, r = 0x9e3779b97f4a7c15ULL ^ id, serial = 0;
-	struct obj *held[64];
+	struct obj *held[64], *batch[64];
 	uint64_t tok[64];
 	unsigned long rounds = SCALE(150000, 8000);
 	for (unsigned long k = 0; k < rounds && !atomic_load_explicit(&workers_stop, memory_order_relaxed); k++) {
-		unsigned n = 1 + (unsigned)(rnd_next(&r) % 64);
+		unsigned n = 1 + (unsigned)(rnd_next(&r) % 64), nb = 0;
+		/* a quarter of the rounds through the bulk calls (their
+		 * sequences move many objects in one commit) */
+		bool bulk = rnd_next(&r) % 4 == 0;
+		if (bulk)
+			CHECK_EQ(uslab_cache_alloc_bulk(storm_cache, n, (void **)held), n);
 		for (unsigned i = 0; i < n; i++) {
-			held[i] = uslab_cache_alloc(storm_cache);
+			if (!bulk)
+				held[i] = uslab_cache_alloc(storm_cache);
 			CHECK(held[i] != NULL);
 			tok[i] = id << 32 | ++serial;
 			take(held[i], tok[i]);
@@ -136,8 +144,14 @@ static void *storm_worker(void *arg)
 					uslab_cache_free(storm_cache, p);   /* another thread's object */
 				continue;
 			}
-			uslab_cache_free(storm_cache, o);
+			if (bulk)
+				batch[nb++] = o;
+			else
+				uslab_cache_free(storm_cache, o);
 		}
+		if (rnd_next(&r) % 8 == 0)
+			sched_yield();
+		uslab_cache_free_bulk(storm_cache, nb, (void **)batch);
 		atomic_fetch_add_explicit(&ops_done, n, memory_order_relaxed);
 	}
 	return NULL;

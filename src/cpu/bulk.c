@@ -66,6 +66,9 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		return 0;
 	}
 	s = cache_root(s);
+	/* sheaves on parts of CPUs: this CPU's main by one sequence */
+	if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed))
+		return pcpu_alloc_bulk(s, nr, objs, alloc_bulk_general);
 	struct cpu_cache *c = cpu_this(s);
 	/* home mode: the current slab's list straight into objs[], no more
 	 * bookkeeping than a single allocation unless it runs dry; one object
@@ -145,6 +148,10 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		report_fatal("free_bulk of %zu objects to a NULL cache", nr);
 	struct uslab_cache *named = s;
 	s = cache_root(s);
+	if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed)) {   /* sheaves on parts of CPUs */
+		pcpu_free_bulk(named, s, nr, objs);
+		return;
+	}
 	struct cpu_cache *c = cpu_this(s);
 	if (nr == 1 && objs[0]) {   /* one object of this thread's current slab: as a single free */
 		void *x = objs[0];

@@ -163,6 +163,12 @@ struct cpu_cache {
 	uint32_t seen_fast;             /* ops at the last decay pass */
 	bool pcpu;                      /* a part of the per-CPU backend */
 	bool pcpu_retired;              /* no longer in its CPU's area (the cache left sheaves mode) */
+	/* Objects that bulk calls moved by sequences (pcpu_alloc_bulk,
+	 * pcpu_free_bulk): in ops as pops and pushes, and here, so that the
+	 * sums count them as ALLOC_BULK and FREE_BULK instead. Added by
+	 * whichever thread's sequence committed on this CPU, after it, with
+	 * an atomic add (relaxed: counters, read a moment old). */
+	_Atomic uint64_t bulk_pops, bulk_pushes;
 
 	/* The inbox (SLQB's remote_free): objects other parts freed to slabs
 	 * this part owns, pushed as whole batches by compare-and-swap
@@ -299,7 +305,7 @@ USLAB_HIDDEN void sheaf_init_cache(struct uslab_cache *s);
 USLAB_HIDDEN void sheaf_init(void);
 /* bulk through the sheaves (bulk.c calls them for parts in sheaves mode) */
 USLAB_HIDDEN size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
-USLAB_HIDDEN void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs);
+USLAB_HIDDEN void sheaf_free_bulk_marked(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs, bool marked);
 
 /* ---- decay.c: memory back to the OS over time, and from idle threads ---- */
 /* Take back what caches hold unused (only: one cache, NULL: all): the
@@ -574,6 +580,14 @@ USLAB_HIDDEN void pcpu_publish_kmalloc(void);
  * checked and already marked free. Called last (the API call's return
  * address is the caller's). */
 USLAB_HIDDEN void pcpu_free_marked(struct uslab_cache *s, struct slab *d, void *x);
+/* Bulk calls of s (the root, running per CPU): pcpu_alloc_bulk takes what
+ * this CPU's main holds with one sequence, and calls `more` for the rest
+ * (all or nothing, as uslab_cache_alloc_bulk); pcpu_free_bulk checks and
+ * marks objs[] (NULLs skipped) as single frees do and pushes them with one
+ * sequence, the rest through the part's slow path. */
+USLAB_HIDDEN size_t pcpu_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs,
+				    size_t (*more)(struct uslab_cache *, size_t, void **));
+USLAB_HIDDEN void pcpu_free_bulk(struct uslab_cache *named, struct uslab_cache *s, size_t nr, void **objs);
 /* A fast allocation whose ops count wrapped: KFENCE's look at the clock
  * (x goes back to the part if a sample is taken). Tail-called. */
 USLAB_HIDDEN void *pcpu_alloc_wrapped(struct uslab_cache *named, void *x, size_t asked);
@@ -655,6 +669,44 @@ fail:
 #else
 	(void)slot, (void)x;
 	return false;
+#endif
+}
+/* Bulk pop: up to `want` objects of this CPU's main at `slot` into out[]
+ * (one sequence); how many, with the part in *cp. 0: main empty, or no
+ * part. */
+static inline size_t pcpu_pop_n(uintptr_t slot, void **out, size_t want, struct cpu_cache **cp)
+{
+#if PCPU_ARCH
+	size_t k;
+	struct cpu_cache *c;
+	PCPU_ARCH_POP_N(k, c, out, want, slot, pcpu_g.rseq_off, PCPU_AREA_SHIFT, offsetof(struct cpu_cache, pcpu_nc),
+			offsetof(struct cpu_cache, objs), nopart, empty);
+	*cp = c;
+	return k;
+nopart:
+empty:
+	return 0;
+#else
+	(void)slot, (void)out, (void)want, (void)cp;
+	return 0;
+#endif
+}
+/* Bulk push: up to nr objects of in[] onto this CPU's main at `slot` (one
+ * sequence); how many, with the part in *cp. 0: main full, or no part. */
+static inline size_t pcpu_push_n(uintptr_t slot, void *const *in, size_t nr, struct cpu_cache **cp)
+{
+#if PCPU_ARCH
+	size_t k;
+	struct cpu_cache *c;
+	PCPU_ARCH_PUSH_N(k, c, in, nr, slot, pcpu_g.rseq_off, PCPU_AREA_SHIFT, offsetof(struct cpu_cache, pcpu_nc),
+			 offsetof(struct cpu_cache, objs), none);
+	*cp = c;
+	return k;
+none:
+	return 0;
+#else
+	(void)slot, (void)in, (void)nr, (void)cp;
+	return 0;
 #endif
 }
 /* The CPU number this thread last ran on (a hint outside a sequence; for a

@@ -27,8 +27,8 @@
  * n < cap; both add one to ops in the same store. So a closed part (n = cap
  * = 0) refuses both: its owner can change main at leisure.
  *
- * Another architecture follows by providing the same four functions (pop,
- * push, close, cpu): on aarch64 the CPU number is loaded from the area
+ * Another architecture follows by providing the same six sequences (pop,
+ * push, their bulk forms, close, cpu): on aarch64 the CPU number is loaded from the area
  * at tpidr_el0 + __rseq_offset, the commit is a single str, the signature
  * is a udf #imm16 pair (RSEQ_SIG 0xd428bc00, as glibc and the kernel's
  * selftests use) and the rest is the same shape. Without one, cpu.h
@@ -138,6 +138,108 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     : [t] "=&r"(pcpu_t_), [u] "=&r"(pcpu_u_), [v] "=&r"(pcpu_v_), [nc] "=&r"(pcpu_nc_) \
 			     : [x] "r"(x_), [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), [mx] "i"(PCPU_MAX_CPUS), \
 			       [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
+			     : "memory", "cc" \
+			     : fail); \
+	} while (0)
+
+/*
+ * Bulk pop: k = min(n, want) objects off the top of this CPU's main into
+ * out[0 .. k - 1] (the top first, as k single pops would), then the commit
+ * (n - k, ops + k). The copy writes only the caller's array, so a restart
+ * simply copies again. Goes to `nopart` as the single pop does, and to
+ * `empty` when main is empty (or closed) or want is 0.
+ */
+#define PCPU_ARCH_POP_N(k_, c_, out_, want_, slot_, rseq_off_, shift_, nc_off_, objs_off_, nopart, empty) \
+	do { \
+		uint64_t pcpu_t_, pcpu_p_, pcpu_j_, pcpu_x_, pcpu_nc_; \
+		__asm__ volatile goto(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
+			     "movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
+			     "cmpl %[mx], %k[t]\n\t" \
+			     "jae %l[" #nopart "]\n\t" \
+			     "shlq %[sh], %[t]\n\t" \
+			     "movq (%[sl], %[t]), %[c]\n\t"       /* this CPU's part */ \
+			     "testq %[c], %[c]\n\t" \
+			     "jz %l[" #nopart "]\n\t" \
+			     "movq %c[nco](%[c]), %[nc]\n\t" \
+			     "movzwl %w[nc], %k[t]\n\t"           /* n */ \
+			     "cmpq %[want], %[t]\n\t" \
+			     "cmovaq %[want], %[t]\n\t"           /* k = min(n, want) */ \
+			     "testq %[t], %[t]\n\t" \
+			     "jz %l[" #empty "]\n\t" \
+			     "movzwl %w[nc], %k[j]\n\t" \
+			     "movq %c[obo](%[c]), %[p]\n\t" \
+			     "leaq (%[p], %[j], 8), %[p]\n\t"    /* &objs[n] */ \
+			     "xorl %k[j], %k[j]\n\t" \
+			     "6:\n\t" \
+			     "movq -8(%[p]), %[x]\n\t"             /* objs[n - 1 - j] */ \
+			     "movq %[x], (%[out], %[j], 8)\n\t"   /* out[j] */ \
+			     "subq $8, %[p]\n\t" \
+			     "incq %[j]\n\t" \
+			     "cmpq %[t], %[j]\n\t" \
+			     "jb 6b\n\t" \
+			     "movq %[t], %[x]\n\t" \
+			     "shlq $32, %[x]\n\t" \
+			     "subq %[t], %[x]\n\t"                /* ops + k, n - k */ \
+			     "addq %[x], %[nc]\n\t" \
+			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit */ \
+			     "2:\n\t" \
+			     "movq %[t], %[k]\n\t" \
+			     : [k] "=r"(k_), [c] "=&r"(c_), [t] "=&r"(pcpu_t_), [p] "=&r"(pcpu_p_), [j] "=&r"(pcpu_j_), \
+			       [x] "=&r"(pcpu_x_), [nc] "=&r"(pcpu_nc_) \
+			     : [out] "r"(out_), [want] "r"(want_), [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), \
+			       [mx] "i"(PCPU_MAX_CPUS), [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
+			     : "memory", "cc" \
+			     : nopart, empty); \
+	} while (0)
+
+/*
+ * Bulk push: k = min(cap - n, nr) objects of in[] onto this CPU's main at
+ * objs[n ..], then the commit (n + k, ops + k). The stores above n are
+ * invisible until the commit shows them, as the single push's one. Goes
+ * to `fail` without a store when this CPU has no part there, its main is
+ * full (or closed), or nr is 0.
+ */
+#define PCPU_ARCH_PUSH_N(k_, c_, in_, nr_, slot_, rseq_off_, shift_, nc_off_, objs_off_, fail) \
+	do { \
+		uint64_t pcpu_t_, pcpu_u_, pcpu_p_, pcpu_j_, pcpu_x_, pcpu_nc_; \
+		__asm__ volatile goto(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
+			     "movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
+			     "cmpl %[mx], %k[t]\n\t" \
+			     "jae %l[" #fail "]\n\t" \
+			     "shlq %[sh], %[t]\n\t" \
+			     "movq (%[sl], %[t]), %[c]\n\t"       /* this CPU's part */ \
+			     "testq %[c], %[c]\n\t" \
+			     "jz %l[" #fail "]\n\t" \
+			     "movq %c[nco](%[c]), %[nc]\n\t" \
+			     "movl %k[nc], %k[u]\n\t" \
+			     "shrl $16, %k[u]\n\t"                /* cap */ \
+			     "movzwl %w[nc], %k[t]\n\t"           /* n */ \
+			     "subl %k[t], %k[u]\n\t"              /* room = cap - n */ \
+			     "jbe %l[" #fail "]\n\t" \
+			     "cmpq %[nr], %[u]\n\t" \
+			     "cmovaq %[nr], %[u]\n\t"             /* k = min(room, nr) */ \
+			     "testq %[u], %[u]\n\t" \
+			     "jz %l[" #fail "]\n\t" \
+			     "movq %c[obo](%[c]), %[p]\n\t" \
+			     "leaq (%[p], %[t], 8), %[p]\n\t"    /* &objs[n] */ \
+			     "xorl %k[j], %k[j]\n\t" \
+			     "6:\n\t" \
+			     "movq (%[in], %[j], 8), %[x]\n\t" \
+			     "movq %[x], (%[p], %[j], 8)\n\t"     /* objs[n + j] = in[j] */ \
+			     "incq %[j]\n\t" \
+			     "cmpq %[u], %[j]\n\t" \
+			     "jb 6b\n\t" \
+			     "movq %[u], %[x]\n\t" \
+			     "shlq $32, %[x]\n\t" \
+			     "addq %[u], %[x]\n\t"                /* ops + k, n + k */ \
+			     "addq %[x], %[nc]\n\t" \
+			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit */ \
+			     "2:\n\t" \
+			     "movq %[u], %[k]\n\t" \
+			     : [k] "=r"(k_), [c] "=&r"(c_), [t] "=&r"(pcpu_t_), [u] "=&r"(pcpu_u_), [p] "=&r"(pcpu_p_), \
+			       [j] "=&r"(pcpu_j_), [x] "=&r"(pcpu_x_), [nc] "=&r"(pcpu_nc_) \
+			     : [in] "r"(in_), [nr] "r"(nr_), [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), \
+			       [mx] "i"(PCPU_MAX_CPUS), [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
 			     : "memory", "cc" \
 			     : fail); \
 	} while (0)

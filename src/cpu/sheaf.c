@@ -528,8 +528,11 @@ size_t sheaf_alloc_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, v
 	return nr;
 }
 
-/* objs[]: checked objects of s (none NULL); the array is left as it was. */
-void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+/* objs[]: checked objects of s (none NULL); the array is left as it was.
+ * marked: they carry the double-free mark already (the per-CPU bulk free
+ * marked them for its sequences: the rest that did not fit), else each is
+ * checked and marked here. */
+void sheaf_free_bulk_marked(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs, bool marked)
 {
 	size_t i = 0;
 	if (unlikely(!c->main))
@@ -540,7 +543,8 @@ void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 			size_t k = MIN((size_t)room, nr - i);
 			for (size_t j = 0; j < k; j++) {
 				void *x = objs[i + j];
-				fp_mark_free(s, slab_of(x), x);   /* (x twice in objs[]: the second finds it) */
+				if (!marked)
+					fp_mark_free(s, slab_of(x), x);   /* (x twice in objs[]: the second finds it) */
 				c->objs[n++] = x;
 			}
 			cpu_set_n(c, n);
@@ -559,9 +563,14 @@ void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void
 		void *chunk[64];
 		unsigned k = (unsigned)MIN(nr - i, (size_t)64);
 		memcpy(chunk, objs + i, k * sizeof(void *));
-		slab_free_objects(s, c, chunk, k, false, false);
+		slab_free_objects(s, c, chunk, k, false, marked);   /* (marked: checked as a sheaf's) */
 		i += k;
 	}
+}
+
+static void sheaf_free_bulk(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+{
+	sheaf_free_bulk_marked(s, c, nr, objs, false);
 }
 
 /* ---- setup ----------------------------------------------------------------------- */
