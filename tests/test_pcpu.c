@@ -149,8 +149,6 @@ static void *storm_worker(void *arg)
 			else
 				uslab_cache_free(storm_cache, o);
 		}
-		if (rnd_next(&r) % 8 == 0)
-			sched_yield();
 		uslab_cache_free_bulk(storm_cache, nb, (void **)batch);
 		atomic_fetch_add_explicit(&ops_done, n, memory_order_relaxed);
 	}
