@@ -4,7 +4,10 @@
  * Sheaves mode (sheaf.c): as the kernel's, through the sheaves: objects
  * come off main (then spare and the barn) and go onto it; what does not
  * fit goes straight between the caller's array and the slabs, grouped by
- * slab (the 2015 thread's detached free lists: one CAS per slab).
+ * slab (the 2015 thread's detached free lists: one CAS per slab). What
+ * main can give or take needs no slow path: on parts of CPUs one
+ * restartable sequence copies it (pcpu.c), on a thread's own part plain
+ * stores do, each ending in one store of n as single calls do.
  *
  * Classic mode: alloc_bulk pops the CPU free list, refilling the CPU slab
  * as often as needed; free_bulk puts objects of the CPU slab onto the CPU
@@ -57,6 +60,39 @@ static void bulk_done(struct cpu_cache *c)
 
 static size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void **objs);
 
+/* Sheaves mode, on either backend: objs[0 .. got) came off main; the rest
+ * from the general path, or (all or nothing) the got objects go back and
+ * neither way is counted: the totals count what the program got. */
+static size_t alloc_bulk_rest(struct uslab_cache *s, size_t got, size_t nr, void **objs)
+{
+	if (got == nr || alloc_bulk_general(s, nr - got, objs + got))
+		return nr;
+	int e = errno;
+	uslab_cache_free_bulk(s, got, objs);
+	stat_add(s, NULL, USLAB_STAT_ALLOC_BULK, -(uint64_t)got);
+	stat_add(s, NULL, USLAB_STAT_FREE_BULK, -(uint64_t)got);
+	memset(objs, 0, nr * sizeof(void *));
+	errno = e;
+	return 0;
+}
+
+/* Sheaves mode on this thread's own part c: the top of main, as single
+ * allocations take it (a plain store of n, the fast path's commit). */
+static size_t tls_alloc_bulk_fast(struct uslab_cache *s, struct cpu_cache *c, size_t nr, void **objs)
+{
+	uint32_t n = c->n;
+	size_t k = MIN((size_t)n, nr);
+	for (size_t j = 0; j < k; j++)
+		objs[j] = c->objs[n - 1 - j];
+	cpu_set_n(c, n - (uint32_t)k);
+	for (size_t j = 0; j < k; j++) {
+		cpu_fp_scrub(c, objs[j]);
+		track_alloc(objs[j], s->object_size);
+	}
+	cpu_count(&c->stat[USLAB_STAT_ALLOC_BULK], k);
+	return k;
+}
+
 size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 {
 	if (!nr)
@@ -68,8 +104,11 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	s = cache_root(s);
 	/* sheaves on parts of CPUs: this CPU's main by one sequence */
 	if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed))
-		return pcpu_alloc_bulk(s, nr, objs, alloc_bulk_general);
+		return alloc_bulk_rest(s, pcpu_alloc_bulk_fast(s, nr, objs), nr, objs);
 	struct cpu_cache *c = cpu_this(s);
+	/* sheaves on this thread's part: its main */
+	if (likely(c->cache == s) && c->mode == CPU_SHEAVES && c->n)
+		return alloc_bulk_rest(s, tls_alloc_bulk_fast(s, c, nr, objs), nr, objs);
 	/* home mode: the current slab's list straight into objs[], no more
 	 * bookkeeping than a single allocation unless it runs dry; one object
 	 * as the single allocation's pop (counted as bulk) */
@@ -140,6 +179,70 @@ static NOINLINE size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void
 
 static void free_bulk_general(struct uslab_cache *named, struct uslab_cache *s, size_t nr, void **objs);
 
+/* Check objs[*ip ..] as single frees do (NULLs skipped, a KFENCE object
+ * freed, misuse reported) and mark them free, up to 64 into chunk[]:
+ * how many. An object twice in objs[] finds its own mark the second time. */
+static inline __attribute__((always_inline)) unsigned mark_chunk(struct uslab_cache *named, struct uslab_cache *s, size_t nr, void **objs, size_t *ip,
+			   void **chunk)
+{
+	unsigned k = 0;
+	size_t i = *ip;
+	for (; i < nr && k < 64; i++) {
+		void *x = objs[i];
+		if (!x)
+			continue;
+		struct slab *slab = slab_of(x);
+		if (unlikely(slab_kind(slab) != SK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
+			if (kfence_owns(x)) {   /* a sampled object (from a single allocation) */
+				kfence_free(x, named, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
+				continue;
+			}
+			slab_bad_free(named, slab, x, "invalid free");
+		}
+		fp_mark_free(s, slab, x);
+		track_free(x, s->object_size);
+		chunk[k++] = x;
+	}
+	*ip = i;
+	return k;
+}
+
+/*
+ * Sheaves mode, on either backend: every object checked and marked first
+ * (on parts of CPUs a committed object may be popped by another thread at
+ * once, and the mark cannot be in the sequence: a restart would find its
+ * own), then onto main where it has room, by sequences per CPU or by plain
+ * stores (n last, the single free's commit) on this thread's part c; the
+ * rest through the part's slow path.
+ */
+static NOINLINE void sheaves_free_bulk(struct uslab_cache *named, struct uslab_cache *s, struct cpu_cache *c,
+				       size_t nr, void **objs)
+{
+	void *chunk[64];
+	for (size_t i = 0; i < nr;) {
+		unsigned k = mark_chunk(named, s, nr, objs, &i, chunk);
+		if (!c) {
+			pcpu_free_bulk_marked(s, chunk, k);
+			continue;
+		}
+		uint32_t n = c->n, m = MIN(k, c->cap - n);
+		for (uint32_t j = 0; j < m; j++)
+			c->objs[n + j] = chunk[j];
+		cpu_order();
+		cpu_set_n(c, n + m);
+		cpu_count(&c->stat[USLAB_STAT_FREE_BULK], m);
+		if (m == k)
+			continue;
+		slab_cpu_enter(s, c);   /* (which may change the part's mode) */
+		if (c->mode == CPU_SHEAVES)
+			sheaf_free_bulk_marked(s, c, k - m, chunk + m, true);
+		else
+			slab_free_objects(s, c, chunk + m, k - m, false, true);
+		stat_add(s, c, USLAB_STAT_FREE_BULK, k - m);
+		cpu_idle(c);
+	}
+}
+
 void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 {
 	if (!nr || !objs)
@@ -149,10 +252,14 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	struct uslab_cache *named = s;
 	s = cache_root(s);
 	if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed)) {   /* sheaves on parts of CPUs */
-		pcpu_free_bulk(named, s, nr, objs);
+		sheaves_free_bulk(named, s, NULL, nr, objs);
 		return;
 	}
 	struct cpu_cache *c = cpu_this(s);
+	if (likely(c->cache == s) && c->mode == CPU_SHEAVES) {   /* sheaves on this thread's part */
+		sheaves_free_bulk(named, s, c, nr, objs);
+		return;
+	}
 	if (nr == 1 && objs[0]) {   /* one object of this thread's current slab: as a single free */
 		void *x = objs[0];
 		struct slab *d = slab_lookup(x);   /* (a later slot of a slab of several: the general path) */

@@ -163,8 +163,8 @@ struct cpu_cache {
 	uint32_t seen_fast;             /* ops at the last decay pass */
 	bool pcpu;                      /* a part of the per-CPU backend */
 	bool pcpu_retired;              /* no longer in its CPU's area (the cache left sheaves mode) */
-	/* Objects that bulk calls moved by sequences (pcpu_alloc_bulk,
-	 * pcpu_free_bulk): in ops as pops and pushes, and here, so that the
+	/* Objects that bulk calls moved by sequences (pcpu_alloc_bulk_fast,
+	 * pcpu_free_bulk_marked): in ops as pops and pushes, and here, so that the
 	 * sums count them as ALLOC_BULK and FREE_BULK instead. Added by
 	 * whichever thread's sequence committed on this CPU, after it, with
 	 * an atomic add (relaxed: counters, read a moment old). */
@@ -580,14 +580,12 @@ USLAB_HIDDEN void pcpu_publish_kmalloc(void);
  * checked and already marked free. Called last (the API call's return
  * address is the caller's). */
 USLAB_HIDDEN void pcpu_free_marked(struct uslab_cache *s, struct slab *d, void *x);
-/* Bulk calls of s (the root, running per CPU): pcpu_alloc_bulk takes what
- * this CPU's main holds with one sequence, and calls `more` for the rest
- * (all or nothing, as uslab_cache_alloc_bulk); pcpu_free_bulk checks and
- * marks objs[] (NULLs skipped) as single frees do and pushes them with one
- * sequence, the rest through the part's slow path. */
-USLAB_HIDDEN size_t pcpu_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs,
-				    size_t (*more)(struct uslab_cache *, size_t, void **));
-USLAB_HIDDEN void pcpu_free_bulk(struct uslab_cache *named, struct uslab_cache *s, size_t nr, void **objs);
+/* Bulk calls of s (the root, running per CPU; bulk.c): up to nr objects
+ * of this CPU's main into objs[] by one sequence (how many: 0 when main is
+ * empty or there is no part); objs[0 .. k), checked and marked free, onto
+ * main by sequences, what has no room there through the part's slow path. */
+USLAB_HIDDEN size_t pcpu_alloc_bulk_fast(struct uslab_cache *s, size_t nr, void **objs);
+USLAB_HIDDEN void pcpu_free_bulk_marked(struct uslab_cache *s, void **objs, unsigned k);
 /* A fast allocation whose ops count wrapped: KFENCE's look at the clock
  * (x goes back to the part if a sample is taken). Tail-called. */
 USLAB_HIDDEN void *pcpu_alloc_wrapped(struct uslab_cache *named, void *x, size_t asked);
@@ -680,12 +678,9 @@ static inline size_t pcpu_pop_n(uintptr_t slot, void **out, size_t want, struct 
 	size_t k;
 	struct cpu_cache *c;
 	PCPU_ARCH_POP_N(k, c, out, want, slot, pcpu_g.rseq_off, PCPU_AREA_SHIFT, offsetof(struct cpu_cache, pcpu_nc),
-			offsetof(struct cpu_cache, objs), nopart, empty);
+			offsetof(struct cpu_cache, objs));
 	*cp = c;
 	return k;
-nopart:
-empty:
-	return 0;
 #else
 	(void)slot, (void)out, (void)want, (void)cp;
 	return 0;
@@ -699,11 +694,9 @@ static inline size_t pcpu_push_n(uintptr_t slot, void *const *in, size_t nr, str
 	size_t k;
 	struct cpu_cache *c;
 	PCPU_ARCH_PUSH_N(k, c, in, nr, slot, pcpu_g.rseq_off, PCPU_AREA_SHIFT, offsetof(struct cpu_cache, pcpu_nc),
-			 offsetof(struct cpu_cache, objs), none);
+			 offsetof(struct cpu_cache, objs));
 	*cp = c;
 	return k;
-none:
-	return 0;
 #else
 	(void)slot, (void)in, (void)nr, (void)cp;
 	return 0;

@@ -24,7 +24,7 @@
  *   pop  (n > 0):    x = objs[n - 1]; commit n - 1, ops + 1
  *   push (n < cap):  objs[n] = x;     commit n + 1, ops + 1
  * each a sequence of rseq_x86_64.h on the CPU's own part. The bulk calls
- * have their own two (pcpu_alloc_bulk, pcpu_free_bulk): k objects copied
+ * have their own two (pcpu_alloc_bulk_fast, pcpu_free_bulk_marked): k objects copied
  * between main and the caller's array, then one commit of n -/+ k, ops + k;
  * a restart copies again. What main cannot give or take goes through the
  * slow path below.
@@ -427,81 +427,42 @@ void *pcpu_alloc_wrapped(struct uslab_cache *named, void *x, size_t asked)
 
 /* ---- bulk ------------------------------------------------------------------------------ */
 
-size_t pcpu_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs,
-		       size_t (*more)(struct uslab_cache *, size_t, void **))
+size_t pcpu_alloc_bulk_fast(struct uslab_cache *s, size_t nr, void **objs)
 {
 	struct cpu_cache *c;
 	size_t got = pcpu_pop_n(pcpu_slot_id(s->id), objs, nr, &c);
 	if (!got)
-		return more(s, nr, objs);
+		return 0;
 	for (size_t j = 0; j < got; j++) {
 		cpu_fp_scrub(c, objs[j]);
 		track_alloc(objs[j], s->object_size);
 	}
 	atomic_fetch_add_explicit(&c->bulk_pops, got, memory_order_relaxed);
-	if (got == nr || more(s, nr - got, objs + got))
-		return nr;
-	/* all or nothing: what the sequence took goes back, and neither
-	 * way is counted (the totals count what the program got) */
-	int e = errno;
-	uslab_cache_free_bulk(s, got, objs);
-	stat_add(s, NULL, USLAB_STAT_ALLOC_BULK, -(uint64_t)got);
-	stat_add(s, NULL, USLAB_STAT_FREE_BULK, -(uint64_t)got);
-	memset(objs, 0, nr * sizeof(void *));
-	errno = e;
-	return 0;
+	return got;
 }
 
-/* Marked objects the sequences could not take: the part's slow path, or
- * straight to their slabs without a part. */
-static void free_marked_bulk(struct uslab_cache *s, void **objs, unsigned n)
+void pcpu_free_bulk_marked(struct uslab_cache *s, void **objs, unsigned k)
 {
-	struct cpu_cache *c = pcpu_acquire(s);
-	if (c) {
-		sheaf_free_bulk_marked(s, c, n, objs, true);
+	unsigned done = 0;
+	struct cpu_cache *c;
+	size_t m;
+	while (done < k && (m = pcpu_push_n(pcpu_slot_id(s->id), objs + done, k - done, &c)) != 0) {
+		atomic_fetch_add_explicit(&c->bulk_pushes, m, memory_order_relaxed);
+		done += (unsigned)m;
+	}
+	if (done == k)
+		return;
+	/* what main had no room for: the part's slow path, or straight to
+	 * the slabs without a part */
+	if ((c = pcpu_acquire(s)) != NULL) {
+		sheaf_free_bulk_marked(s, c, k - done, objs + done, true);
 		pcpu_release(c);
 	} else {
 		int e = errno;
-		slab_free_objects(s, NULL, objs, n, false, true);
+		slab_free_objects(s, NULL, objs + done, k - done, false, true);
 		errno = e;
 	}
-	stat_add(s, NULL, USLAB_STAT_FREE_BULK, n);
-}
-
-void pcpu_free_bulk(struct uslab_cache *named, struct uslab_cache *s, size_t nr, void **objs)
-{
-	void *chunk[64];
-	for (size_t i = 0; i < nr;) {
-		unsigned k = 0;
-		for (; i < nr && k < 64; i++) {
-			void *x = objs[i];
-			if (!x)
-				continue;
-			struct slab *slab = slab_of(x);
-			if (unlikely(slab_kind(slab) != SK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
-				if (kfence_owns(x)) {   /* a sampled object (from a single allocation) */
-					kfence_free(x, named, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
-					continue;
-				}
-				slab_bad_free(named, slab, x, "invalid free");
-			}
-			fp_mark_free(s, slab, x);   /* (x twice in objs[]: the second finds the mark) */
-			track_free(x, s->object_size);
-			chunk[k++] = x;
-		}
-		/* marked before the push: a committed object may be popped by
-		 * another thread at once, and the mark must not be in the
-		 * sequence (a restart would find its own mark) */
-		unsigned done = 0;
-		struct cpu_cache *c;
-		size_t m;
-		while (done < k && (m = pcpu_push_n(pcpu_slot_id(s->id), chunk + done, k - done, &c)) != 0) {
-			atomic_fetch_add_explicit(&c->bulk_pushes, m, memory_order_relaxed);
-			done += (unsigned)m;
-		}
-		if (done < k)
-			free_marked_bulk(s, chunk + done, k - done);
-	}
+	stat_add(s, NULL, USLAB_STAT_FREE_BULK, k - done);
 }
 
 /* ---- other threads: decay, shrink, retune, destroy (cache_mutex held) ------------------- */

@@ -146,26 +146,32 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
  * Bulk pop: k = min(n, want) objects off the top of this CPU's main into
  * out[0 .. k - 1] (the top first, as k single pops would), then the commit
  * (n - k, ops + k). The copy writes only the caller's array, so a restart
- * simply copies again. Goes to `nopart` as the single pop does, and to
- * `empty` when main is empty (or closed) or want is 0.
+ * simply copies again. k is 0 (no store) when this CPU has no part there,
+ * its main is empty (or closed), or want is 0; c is the part when k > 0.
+ * No asm goto here: the failures leave the sequence for a block after
+ * its end that sets k = 0, so that no output has to be valid on a jump's
+ * path (GCC 12 returned a stale register for k on such a path). Nothing
+ * may sit between the commit and the end (label 2): the kernel restarts
+ * a sequence interrupted anywhere before the end, and a restart after the
+ * commit would take k objects twice.
  */
-#define PCPU_ARCH_POP_N(k_, c_, out_, want_, slot_, rseq_off_, shift_, nc_off_, objs_off_, nopart, empty) \
+#define PCPU_ARCH_POP_N(k_, c_, out_, want_, slot_, rseq_off_, shift_, nc_off_, objs_off_) \
 	do { \
-		uint64_t pcpu_t_, pcpu_p_, pcpu_j_, pcpu_x_, pcpu_nc_; \
-		__asm__ volatile goto(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
+		uint64_t pcpu_p_, pcpu_j_, pcpu_x_, pcpu_nc_; \
+		__asm__ volatile(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
 			     "movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
 			     "cmpl %[mx], %k[t]\n\t" \
-			     "jae %l[" #nopart "]\n\t" \
+			     "jae 7f\n\t" \
 			     "shlq %[sh], %[t]\n\t" \
 			     "movq (%[sl], %[t]), %[c]\n\t"       /* this CPU's part */ \
 			     "testq %[c], %[c]\n\t" \
-			     "jz %l[" #nopart "]\n\t" \
+			     "jz 7f\n\t" \
 			     "movq %c[nco](%[c]), %[nc]\n\t" \
 			     "movzwl %w[nc], %k[t]\n\t"           /* n */ \
 			     "cmpq %[want], %[t]\n\t" \
 			     "cmovaq %[want], %[t]\n\t"           /* k = min(n, want) */ \
 			     "testq %[t], %[t]\n\t" \
-			     "jz %l[" #empty "]\n\t" \
+			     "jz 2f\n\t" \
 			     "movzwl %w[nc], %k[j]\n\t" \
 			     "movq %c[obo](%[c]), %[p]\n\t" \
 			     "leaq (%[p], %[j], 8), %[p]\n\t"    /* &objs[n] */ \
@@ -181,45 +187,47 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     "shlq $32, %[x]\n\t" \
 			     "subq %[t], %[x]\n\t"                /* ops + k, n - k */ \
 			     "addq %[x], %[nc]\n\t" \
-			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit */ \
+			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit: the sequence's last instruction */ \
 			     "2:\n\t" \
-			     "movq %[t], %[k]\n\t" \
-			     : [k] "=r"(k_), [c] "=&r"(c_), [t] "=&r"(pcpu_t_), [p] "=&r"(pcpu_p_), [j] "=&r"(pcpu_j_), \
+			     "jmp 8f\n\t" \
+			     "7:\n\t"                              /* (outside the sequence) */ \
+			     "xorl %k[t], %k[t]\n\t"              /* no part: k = 0 */ \
+			     "8:\n\t" \
+			     : [t] "=&r"(k_), [c] "=&r"(c_), [p] "=&r"(pcpu_p_), [j] "=&r"(pcpu_j_), \
 			       [x] "=&r"(pcpu_x_), [nc] "=&r"(pcpu_nc_) \
 			     : [out] "r"(out_), [want] "r"(want_), [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), \
 			       [mx] "i"(PCPU_MAX_CPUS), [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
-			     : "memory", "cc" \
-			     : nopart, empty); \
+			     : "memory", "cc"); \
 	} while (0)
 
 /*
  * Bulk push: k = min(cap - n, nr) objects of in[] onto this CPU's main at
  * objs[n ..], then the commit (n + k, ops + k). The stores above n are
- * invisible until the commit shows them, as the single push's one. Goes
- * to `fail` without a store when this CPU has no part there, its main is
- * full (or closed), or nr is 0.
+ * invisible until the commit shows them, as the single push's one. k is 0
+ * (no store) when this CPU has no part there, its main is full (or
+ * closed), or nr is 0; c is the part when k > 0. No asm goto, as above.
  */
-#define PCPU_ARCH_PUSH_N(k_, c_, in_, nr_, slot_, rseq_off_, shift_, nc_off_, objs_off_, fail) \
+#define PCPU_ARCH_PUSH_N(k_, c_, in_, nr_, slot_, rseq_off_, shift_, nc_off_, objs_off_) \
 	do { \
-		uint64_t pcpu_t_, pcpu_u_, pcpu_p_, pcpu_j_, pcpu_x_, pcpu_nc_; \
-		__asm__ volatile goto(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
+		uint64_t pcpu_t_, pcpu_p_, pcpu_j_, pcpu_x_, pcpu_nc_; \
+		__asm__ volatile(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
 			     "movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
 			     "cmpl %[mx], %k[t]\n\t" \
-			     "jae %l[" #fail "]\n\t" \
+			     "jae 7f\n\t" \
 			     "shlq %[sh], %[t]\n\t" \
 			     "movq (%[sl], %[t]), %[c]\n\t"       /* this CPU's part */ \
 			     "testq %[c], %[c]\n\t" \
-			     "jz %l[" #fail "]\n\t" \
+			     "jz 7f\n\t" \
 			     "movq %c[nco](%[c]), %[nc]\n\t" \
 			     "movl %k[nc], %k[u]\n\t" \
 			     "shrl $16, %k[u]\n\t"                /* cap */ \
 			     "movzwl %w[nc], %k[t]\n\t"           /* n */ \
 			     "subl %k[t], %k[u]\n\t"              /* room = cap - n */ \
-			     "jbe %l[" #fail "]\n\t" \
+			     "jbe 7f\n\t" \
 			     "cmpq %[nr], %[u]\n\t" \
 			     "cmovaq %[nr], %[u]\n\t"             /* k = min(room, nr) */ \
 			     "testq %[u], %[u]\n\t" \
-			     "jz %l[" #fail "]\n\t" \
+			     "jz 2f\n\t" \
 			     "movq %c[obo](%[c]), %[p]\n\t" \
 			     "leaq (%[p], %[t], 8), %[p]\n\t"    /* &objs[n] */ \
 			     "xorl %k[j], %k[j]\n\t" \
@@ -233,15 +241,17 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     "shlq $32, %[x]\n\t" \
 			     "addq %[u], %[x]\n\t"                /* ops + k, n + k */ \
 			     "addq %[x], %[nc]\n\t" \
-			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit */ \
+			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit: the sequence's last instruction */ \
 			     "2:\n\t" \
-			     "movq %[u], %[k]\n\t" \
-			     : [k] "=r"(k_), [c] "=&r"(c_), [t] "=&r"(pcpu_t_), [u] "=&r"(pcpu_u_), [p] "=&r"(pcpu_p_), \
-			       [j] "=&r"(pcpu_j_), [x] "=&r"(pcpu_x_), [nc] "=&r"(pcpu_nc_) \
+			     "jmp 8f\n\t" \
+			     "7:\n\t"                              /* (outside the sequence) */ \
+			     "xorl %k[u], %k[u]\n\t"              /* no part, or no room: k = 0 */ \
+			     "8:\n\t" \
+			     : [u] "=&r"(k_), [c] "=&r"(c_), [t] "=&r"(pcpu_t_), [p] "=&r"(pcpu_p_), [j] "=&r"(pcpu_j_), \
+			       [x] "=&r"(pcpu_x_), [nc] "=&r"(pcpu_nc_) \
 			     : [in] "r"(in_), [nr] "r"(nr_), [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), \
 			       [mx] "i"(PCPU_MAX_CPUS), [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
-			     : "memory", "cc" \
-			     : fail); \
+			     : "memory", "cc"); \
 	} while (0)
 
 /*
