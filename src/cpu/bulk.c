@@ -182,8 +182,8 @@ static void free_bulk_general(struct uslab_cache *named, struct uslab_cache *s, 
 /* Check objs[*ip ..] as single frees do (NULLs skipped, a KFENCE object
  * freed, misuse reported) and mark them free, up to 64 into chunk[]:
  * how many. An object twice in objs[] finds its own mark the second time. */
-static inline __attribute__((always_inline)) unsigned mark_chunk(struct uslab_cache *named, struct uslab_cache *s, size_t nr, void **objs, size_t *ip,
-			   void **chunk)
+static inline __attribute__((always_inline)) unsigned mark_chunk(struct uslab_cache *named, struct uslab_cache *s,
+								size_t nr, void **objs, size_t *ip, void **chunk)
 {
 	unsigned k = 0;
 	size_t i = *ip;

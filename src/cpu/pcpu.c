@@ -24,10 +24,10 @@
  *   pop  (n > 0):    x = objs[n - 1]; commit n - 1, ops + 1
  *   push (n < cap):  objs[n] = x;     commit n + 1, ops + 1
  * each a sequence of rseq_x86_64.h on the CPU's own part. The bulk calls
- * have their own two (pcpu_alloc_bulk_fast, pcpu_free_bulk_marked): k objects copied
- * between main and the caller's array, then one commit of n -/+ k, ops + k;
- * a restart copies again. What main cannot give or take goes through the
- * slow path below.
+ * have two of their own (pcpu_alloc_bulk_fast, pcpu_free_bulk_marked): k
+ * objects copied between main and the caller's array, then one commit of
+ * n -/+ k, ops + k; a restart copies again. What main cannot give or take
+ * goes through the slow path below.
  *
  * The slow paths: a part is "closed" (n = cap = 0) while one thread works
  * on it with the sheaf code as if it were thread-local, holding its plock:
@@ -54,8 +54,9 @@
  *
  * Counting. Pops and pushes are counted in ops, 32 bits, in the commit
  * itself (a bulk sequence's k objects as k; the part's bulk_pops and
- * bulk_pushes then move them from ALLOC_PCS/FREE_PCS to the bulk items). At every close, ops and n against their values at the last open
- * give both counts exactly (pushes - pops = the change of n, pushes + pops
+ * bulk_pushes then move them from ALLOC_PCS/FREE_PCS to the bulk items).
+ * At every close, ops and n against their values at the last open give
+ * both counts exactly (pushes - pops = the change of n, pushes + pops
  * = the change of ops), folded into the part's alloc_pcs and free_pcs. A
  * part that did more than 2^32 operations between two closes (decay
  * passes and statistics readers close nothing, but slow paths, idle
