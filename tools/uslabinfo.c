@@ -923,9 +923,12 @@ static void print_report(const struct target *t, const struct uslab_cache_info *
 		       "order %u (min %u)\n",
 		       c->sheaf_capacity, c->sheaf_capacity ? "" : " (classic mode)", c->barn_full_max, c->barn_empty_max,
 		       c->cpu_partial, c->min_partial, c->order, c->min_order);
-		printf("Sheaves : %" PRIu64 " objects in %u threads' sheaves, barn: %" PRIu64 " full (%" PRIu64
+		/* (a sheaves cache's parts are the CPUs' where the process runs
+		 * the rseq backend, else threads': the header line says which) */
+		printf("Sheaves : %" PRIu64 " objects in %u %s' sheaves, barn: %" PRIu64 " full (%" PRIu64
 		       " objects) + %" PRIu64 " empty\n",
-		       c->sheaf_objects, c->cpu_parts, c->barn_full, c->barn_objects, c->barn_empty);
+		       c->sheaf_objects, c->cpu_parts, t->h.cpu_backend && c->sheaf_capacity ? "CPU parts" : "threads",
+		       c->barn_full, c->barn_objects, c->barn_empty);
 	}
 	uint64_t al = allocs(t, c), fr = frees(t, c);
 	printf("\nSlab Perf Counter       Alloc     Free %%Al %%Fr\n");
