@@ -179,6 +179,24 @@ static NOINLINE size_t alloc_bulk_general(struct uslab_cache *s, size_t nr, void
 
 static void free_bulk_general(struct uslab_cache *named, struct uslab_cache *s, size_t nr, void **objs);
 
+/* x (not NULL) in a bulk free: an object of s's slabs (its slab in
+ * *slab: true), or a KFENCE sample, freed here (false); anything else is
+ * reported. Inline: the KFENCE report's call site is the API call's. */
+static inline __attribute__((always_inline)) bool bulk_object(struct uslab_cache *named, struct uslab_cache *s,
+							      void *x, struct slab **slab)
+{
+	struct slab *d = slab_of(x);
+	if (unlikely(slab_kind(d) != SK_SLAB || d->cache != s || !slab_obj_valid(s, d, x))) {
+		if (kfence_owns(x)) {   /* a sampled object (from a single allocation) */
+			kfence_free(x, named, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
+			return false;
+		}
+		slab_bad_free(named, d, x, "invalid free");
+	}
+	*slab = d;
+	return true;
+}
+
 /* Check objs[*ip ..] as single frees do (NULLs skipped, a KFENCE object
  * freed, misuse reported) and mark them free, up to 64 into chunk[]:
  * how many. An object twice in objs[] finds its own mark the second time. */
@@ -189,16 +207,9 @@ static inline __attribute__((always_inline)) unsigned mark_chunk(struct uslab_ca
 	size_t i = *ip;
 	for (; i < nr && k < 64; i++) {
 		void *x = objs[i];
-		if (!x)
+		struct slab *slab;
+		if (!x || !bulk_object(named, s, x, &slab))
 			continue;
-		struct slab *slab = slab_of(x);
-		if (unlikely(slab_kind(slab) != SK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
-			if (kfence_owns(x)) {   /* a sampled object (from a single allocation) */
-				kfence_free(x, named, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
-				continue;
-			}
-			slab_bad_free(named, slab, x, "invalid free");
-		}
 		fp_mark_free(s, slab, x);
 		track_free(x, s->object_size);
 		chunk[k++] = x;
@@ -292,16 +303,9 @@ static NOINLINE void free_bulk_general(struct uslab_cache *named, struct uslab_c
 		unsigned k = 0;
 		for (; i < nr && k < 64; i++) {
 			void *x = objs[i];
-			if (!x)
+			struct slab *slab;
+			if (!x || !bulk_object(named, s, x, &slab))
 				continue;
-			struct slab *slab = slab_of(x);
-			if (unlikely(slab_kind(slab) != SK_SLAB || slab->cache != s || !slab_obj_valid(s, slab, x))) {
-				if (kfence_owns(x)) {   /* a sampled object (from a single allocation) */
-					kfence_free(x, named, __builtin_return_address(0), USLAB_STAT_FREE_BULK);
-					continue;
-				}
-				slab_bad_free(named, slab, x, "invalid free");
-			}
 			if (unlikely(opt.hardened) && !live_clear(x))
 				slab_bad_free(named, slab, x, "double free");
 			if (!s->debug && !c)

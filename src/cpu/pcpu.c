@@ -438,6 +438,8 @@ size_t pcpu_alloc_bulk_fast(struct uslab_cache *s, size_t nr, void **objs)
 		cpu_fp_scrub(c, objs[j]);
 		track_alloc(objs[j], s->object_size);
 	}
+	/* an add, not a store: another thread may add for this CPU's part
+	 * at once (it migrated there); relaxed: a counter, read a moment old */
 	atomic_fetch_add_explicit(&c->bulk_pops, got, memory_order_relaxed);
 	return got;
 }
@@ -448,7 +450,7 @@ void pcpu_free_bulk_marked(struct uslab_cache *s, void **objs, unsigned k)
 	struct cpu_cache *c;
 	size_t m;
 	while (done < k && (m = pcpu_push_n(pcpu_slot_id(s->id), objs + done, k - done, &c)) != 0) {
-		atomic_fetch_add_explicit(&c->bulk_pushes, m, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->bulk_pushes, m, memory_order_relaxed);   /* (as bulk_pops) */
 		done += (unsigned)m;
 	}
 	if (done == k)

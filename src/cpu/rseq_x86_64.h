@@ -64,6 +64,19 @@
 	"movq " tmp ", %%fs:8(" rs ")\n\t" \
 	"1:\n\t"
 
+/* The sequences' first steps, after PCPU_SEQ_BEGIN: this CPU's number
+ * (through %[t]), then its part into %[c_] (a register operand's name);
+ * to `fail_` (an asm jump target) if rseq does not know this thread or
+ * the CPU has no part there. Uses the operands rs, mx, sh, sl and t. */
+#define PCPU_SEQ_PART(c_, fail_) \
+	"movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
+	"cmpl %[mx], %k[t]\n\t"              /* (rseq does not know this thread) */ \
+	"jae " fail_ "\n\t" \
+	"shlq %[sh], %[t]\n\t" \
+	"movq (%[sl], %[t]), %[" c_ "]\n\t"  /* this CPU's part */ \
+	"testq %[" c_ "], %[" c_ "]\n\t" \
+	"jz " fail_ "\n\t"
+
 /* This thread's CPU now (outside any sequence: a hint, it may change):
  * the area's cpu_id, which is -1 or -2 for a thread rseq does not know. */
 static inline unsigned pcpu_arch_cpu(long rseq_off)
@@ -83,13 +96,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 	do { \
 		uint64_t pcpu_t_; \
 		__asm__ volatile goto(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
-			     "movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
-			     "cmpl %[mx], %k[t]\n\t"              /* (rseq does not know this thread) */ \
-			     "jae %l[" #nopart "]\n\t" \
-			     "shlq %[sh], %[t]\n\t" \
-			     "movq (%[sl], %[t]), %[c]\n\t"       /* this CPU's part */ \
-			     "testq %[c], %[c]\n\t" \
-			     "jz %l[" #nopart "]\n\t" \
+			     PCPU_SEQ_PART("c", "%l[" #nopart "]") \
 			     "movq %c[nco](%[c]), %[nc]\n\t" \
 			     "movzwl %w[nc], %k[t]\n\t"           /* n */ \
 			     "testl %k[t], %k[t]\n\t" \
@@ -116,13 +123,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 	do { \
 		uint64_t pcpu_t_, pcpu_u_, pcpu_v_, pcpu_nc_; \
 		__asm__ volatile goto(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
-			     "movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
-			     "cmpl %[mx], %k[t]\n\t"              /* (rseq does not know this thread) */ \
-			     "jae %l[" #fail "]\n\t" \
-			     "shlq %[sh], %[t]\n\t" \
-			     "movq (%[sl], %[t]), %[t]\n\t"       /* this CPU's part */ \
-			     "testq %[t], %[t]\n\t" \
-			     "jz %l[" #fail "]\n\t" \
+			     PCPU_SEQ_PART("t", "%l[" #fail "]") \
 			     "movq %c[nco](%[t]), %[nc]\n\t" \
 			     "movl %k[nc], %k[u]\n\t" \
 			     "shrl $16, %k[u]\n\t"                /* cap */ \
@@ -159,13 +160,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 	do { \
 		uint64_t pcpu_p_, pcpu_j_, pcpu_x_, pcpu_nc_; \
 		__asm__ volatile(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
-			     "movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
-			     "cmpl %[mx], %k[t]\n\t" \
-			     "jae 7f\n\t" \
-			     "shlq %[sh], %[t]\n\t" \
-			     "movq (%[sl], %[t]), %[c]\n\t"       /* this CPU's part */ \
-			     "testq %[c], %[c]\n\t" \
-			     "jz 7f\n\t" \
+			     PCPU_SEQ_PART("c", "7f") \
 			     "movq %c[nco](%[c]), %[nc]\n\t" \
 			     "movzwl %w[nc], %k[t]\n\t"           /* n */ \
 			     "cmpq %[want], %[t]\n\t" \
@@ -211,13 +206,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 	do { \
 		uint64_t pcpu_t_, pcpu_p_, pcpu_j_, pcpu_x_, pcpu_nc_; \
 		__asm__ volatile(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
-			     "movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
-			     "cmpl %[mx], %k[t]\n\t" \
-			     "jae 7f\n\t" \
-			     "shlq %[sh], %[t]\n\t" \
-			     "movq (%[sl], %[t]), %[c]\n\t"       /* this CPU's part */ \
-			     "testq %[c], %[c]\n\t" \
-			     "jz 7f\n\t" \
+			     PCPU_SEQ_PART("c", "7f") \
 			     "movq %c[nco](%[c]), %[nc]\n\t" \
 			     "movl %k[nc], %k[u]\n\t" \
 			     "shrl $16, %k[u]\n\t"                /* cap */ \
