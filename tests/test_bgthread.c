@@ -759,7 +759,7 @@ static void serve_fork_child(void)
 	bg_get_stats(&st);
 	CHECKF(!st.running && st.pending, "forked child: running %d pending %d", st.running, st.pending);
 	CHECK(uslab_export_path() == NULL);
-	burst(256 * 1024, 5);   /* slow paths */
+	burst(4 * MiB, 5);   /* slow paths: more objects of each class than its inherited parts hold */
 	char want[64];
 	snprintf(want, sizeof want, "/" EXPORT_PREFIX "%d" EXPORT_SUFFIX, (int)getpid());
 	double t0 = check_now();
