@@ -231,12 +231,14 @@ static unsigned long parse_ulong(const char *opt, const char *s)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fastpath [--quick] [--rounds N] [--pairs N] [--batch-reps N] [--json]\n"
+		"usage: fastpath [--quick] [--rounds N] [--pairs N] [--batch-reps N] [--json] [--trace]\n"
 		"  64-byte objects; uslab_cache_alloc/free against malloc/free, rounds interleaved.\n"
 		"  --rounds N      rounds per allocator and pattern (default 15; --quick 5)\n"
 		"  --pairs N       alloc+free pairs per pair round (default 10000000; --quick 2000000)\n"
 		"  --batch-reps N  batches of %d objects per batch round (default 1000; --quick 200)\n"
 		"  --json          print one JSON object instead of the table\n"
+		"  --trace         also print every round's pair and batch times to stderr (the\n"
+		"                  machine's speed can change between rounds: see which rounds)\n"
 		"  Compare another malloc with LD_PRELOAD=/path/to/libX.so ./fastpath\n",
 		BATCH);
 }
@@ -245,7 +247,7 @@ int main(int argc, char **argv)
 {
 	unsigned rounds = 15;
 	unsigned long pairs = 10000000UL, batch_reps = 1000;
-	int json = 0;
+	int json = 0, trace = 0;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -255,6 +257,8 @@ int main(int argc, char **argv)
 			batch_reps = 200;
 		} else if (!strcmp(a, "--json")) {
 			json = 1;
+		} else if (!strcmp(a, "--trace")) {
+			trace = 1;
 		} else if (!strcmp(a, "--rounds") && i + 1 < argc) {
 			rounds = (unsigned)parse_ulong(a, argv[++i]);
 		} else if (!strcmp(a, "--pairs") && i + 1 < argc) {
@@ -302,6 +306,9 @@ int main(int argc, char **argv)
 		double t2 = now_ns();
 		pu[r] = (t1 - t0) / (double)pairs;
 		pm[r] = (t2 - t1) / (double)pairs;
+		if (trace)
+			fprintf(stderr, "trace pair round %u stack-offset %u uslab %.3f malloc %.3f ratio %.4f\n", r, off,
+				pu[r], pm[r], pu[r] / pm[r]);
 	}
 	for (unsigned r = 0; r < rounds; r++) {
 		unsigned off = round_offset(r, rounds);
@@ -312,6 +319,9 @@ int main(int argc, char **argv)
 		double t2 = now_ns();
 		bu[r] = (t1 - t0) / ((double)batch_reps * BATCH);
 		bm[r] = (t2 - t1) / ((double)batch_reps * BATCH);
+		if (trace)
+			fprintf(stderr, "trace batch round %u stack-offset %u uslab %.3f malloc %.3f ratio %.4f\n", r, off,
+				bu[r], bm[r], bu[r] / bm[r]);
 	}
 
 	/* bulk against single calls, per object (uslab only) */

@@ -33,6 +33,16 @@
  *                                USLAB_OPTIONS=slub_cpu_mode=NAME took)
  *   uslab: events NAME N ...     (cache mode only: every stat item that is
  *                                not 0)
+ *   PeakLive: N messages, N KiB  (with --sample-live: the most messages
+ *                                allocated and not yet freed at once)
+ *
+ * --sample-live: a sampler thread adds up, every millisecond, what each
+ * sender has sent and each receiver has freed (counters each thread
+ * writes alone, on lines of their own) and keeps the largest difference.
+ * With pipes, senders can run up to a pipe's buffer (8,192 pointers)
+ * ahead of each receiver, so peak RSS measures how far the scheduler let
+ * them run ahead as much as what the allocator keeps: RSS over the peak
+ * live payload separates the two. Off by default (one more thread).
  *
  * Malloc mode calls no uslab function, so LD_PRELOAD of any malloc measures
  * that malloc alone (libuslab is loaded but idle).
@@ -41,6 +51,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +86,7 @@ struct sender {
 	int out_fds[NUM_FDS];   /* write ends of the group's receiver pipes */
 	struct ring *rings[NUM_FDS]; /* or the group's receiver rings */
 	unsigned id;            /* global sender number, seeds the pattern */
+	struct live_count *sent; /* --sample-live */
 };
 
 /* Ring transport: one per receiver, written by the 20 senders of its group. */
@@ -92,9 +104,48 @@ struct receiver {
 	int in_fd;              /* read end of this receiver's pipe (pipe transport) */
 	struct ring *ring;      /* ring transport */
 	unsigned long expect;   /* messages to read */
+	struct live_count *freed; /* --sample-live */
 };
 
 static int use_ring = 1;
+
+/* --sample-live: a count each sender or receiver writes alone (relaxed:
+ * the sampler only needs each count's own latest value, not an order
+ * between threads; a sum of counts read at slightly different times is
+ * off by the messages in flight meanwhile, a handful per thread). */
+struct live_count {
+	_Atomic unsigned long n;
+	char pad[64 - sizeof(unsigned long)];
+};
+static int sample_live;
+static struct live_count *sent_counts, *freed_counts;
+static unsigned long nr_counts;
+static _Atomic int sampling_done;
+static unsigned long peak_live;
+
+static void *live_sampler(void *arg)
+{
+	(void)arg;
+	const struct timespec ms = { 0, 1000000 };
+	while (!atomic_load_explicit(&sampling_done, memory_order_relaxed)) {
+		unsigned long s = 0, f = 0;
+		for (unsigned long i = 0; i < nr_counts; i++) {
+			f += atomic_load_explicit(&freed_counts[i].n, memory_order_relaxed);
+			s += atomic_load_explicit(&sent_counts[i].n, memory_order_relaxed);
+		}
+		if (s > f && s - f > peak_live)   /* (freed first: a free follows its send) */
+			peak_live = s - f;
+		nanosleep(&ms, NULL);
+	}
+	return NULL;
+}
+
+static inline void live_add(struct live_count *c)
+{
+	if (sample_live)
+		atomic_store_explicit(&c->n, atomic_load_explicit(&c->n, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+}
 
 /* Names of the cpu_mode values (include/uslab.h's USLAB_CPU_*; 4 is "slab"
  * where the build has SLAB's arrays). */
@@ -195,6 +246,7 @@ static void *sender(void *arg)
 			if (!m)
 				fatal("message allocation");
 			msg_fill(m, (unsigned char)(s->id * 31 + l + j));
+			live_add(s->sent);
 			if (use_ring) {
 				ring_put(s->rings[j], m);
 				continue;
@@ -221,6 +273,7 @@ static void *receiver(void *arg)
 			for (unsigned i = 0; i < n; i++) {
 				msg_check(batch[i]);
 				msg_free(batch[i]);
+				live_add(r->freed);
 			}
 			k += n;
 		}
@@ -239,6 +292,7 @@ static void *receiver(void *arg)
 		}
 		msg_check(m);
 		msg_free(m);
+		live_add(r->freed);
 	}
 	return NULL;
 }
@@ -266,7 +320,9 @@ static void usage(FILE *f)
 		"  --mode malloc  messages come from malloc(); no uslab call at all\n"
 		"  --transport ring  a mutex-protected ring per receiver (default)\n"
 		"  --transport pipe  a pipe per receiver, one syscall per message (hackbench's)\n"
-		"  --size BYTES   message size (default %d, as hackbench)\n",
+		"  --size BYTES   message size (default %d, as hackbench)\n"
+		"  --sample-live  also report the most messages live at once (PeakLive;\n"
+		"                 a sampler thread, every millisecond)\n",
 		NUM_FDS, NUM_FDS, DEFAULT_LOOPS, DEFAULT_SIZE);
 }
 
@@ -308,6 +364,8 @@ int main(int argc, char **argv)
 				usage(stderr);
 				return 2;
 			}
+		} else if (!strcmp(a, "--sample-live")) {
+			sample_live = 1;
 		} else if (!strcmp(a, "--size") && i + 1 < argc) {
 			msg_size = parse_ulong("--size", argv[++i]);
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -351,6 +409,13 @@ int main(int argc, char **argv)
 	pthread_t *tids = calloc(nthreads, sizeof(*tids));
 	if (!senders || !receivers || !tids)
 		fatal("calloc");
+	nr_counts = groups * NUM_FDS;
+	sent_counts = aligned_alloc(64, nr_counts * sizeof(struct live_count));
+	freed_counts = aligned_alloc(64, nr_counts * sizeof(struct live_count));
+	if (!sent_counts || !freed_counts)
+		fatal("aligned_alloc");
+	memset(sent_counts, 0, nr_counts * sizeof(struct live_count));
+	memset(freed_counts, 0, nr_counts * sizeof(struct live_count));
 
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -364,6 +429,7 @@ int main(int argc, char **argv)
 		for (int j = 0; j < NUM_FDS; j++) {
 			struct receiver *r = &receivers[g * NUM_FDS + j];
 			r->expect = loops * NUM_FDS;
+			r->freed = &freed_counts[g * NUM_FDS + j];
 			if (use_ring) {
 				rings[j] = r->ring = calloc(1, sizeof(struct ring));
 				if (!r->ring)
@@ -391,6 +457,7 @@ int main(int argc, char **argv)
 			if (use_ring)
 				memcpy(s->rings, rings, sizeof(rings));
 			s->id = (unsigned)(g * NUM_FDS + i);
+			s->sent = &sent_counts[g * NUM_FDS + i];
 			int err = pthread_create(&tids[t++], &attr, sender, s);
 			if (err) {
 				errno = err;
@@ -408,16 +475,30 @@ int main(int argc, char **argv)
 	go = 1;
 	pthread_cond_broadcast(&start_go);
 	pthread_mutex_unlock(&start_lock);
+	pthread_t sampler;
+	if (sample_live) {
+		int err = pthread_create(&sampler, NULL, live_sampler, NULL);
+		if (err) {
+			errno = err;
+			fatal("pthread_create");
+		}
+	}
 
 	for (unsigned long i = 0; i < nthreads; i++)
 		pthread_join(tids[i], NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (sample_live) {
+		atomic_store(&sampling_done, 1);
+		pthread_join(sampler, NULL);
+	}
 
 	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	printf("Time: %.3f\n", secs);
 	printf("MaxRSS: %ld KiB\n", ru.ru_maxrss);
+	if (sample_live)
+		printf("PeakLive: %lu messages, %lu KiB\n", peak_live, peak_live * msg_size / 1024);
 
 	if (mode == MODE_CACHE) {
 		struct uslab_process_info pinfo = { .version = USLAB_PROCESS_INFO_VERSION };
