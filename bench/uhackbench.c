@@ -133,7 +133,9 @@ static void *live_sampler(void *arg)
 			f += atomic_load_explicit(&freed_counts[i].n, memory_order_relaxed);
 			s += atomic_load_explicit(&sent_counts[i].n, memory_order_relaxed);
 		}
-		if (s > f && s - f > peak_live)   /* (freed first: a free follows its send) */
+		/* (the counts are read at slightly different times: a sum of
+		 * frees may briefly pass the sends it follows) */
+		if (s > f && s - f > peak_live)
 			peak_live = s - f;
 		nanosleep(&ms, NULL);
 	}
