@@ -120,6 +120,9 @@ struct live_count {
 static int sample_live;
 static struct live_count *sent_counts, *freed_counts;
 static unsigned long nr_counts;
+/* set by main once every worker is joined; the sampler only has to see
+ * it eventually (relaxed), and main reads peak_live after joining the
+ * sampler (the join orders it) */
 static _Atomic int sampling_done;
 static unsigned long peak_live;
 
@@ -411,13 +414,15 @@ int main(int argc, char **argv)
 	pthread_t *tids = calloc(nthreads, sizeof(*tids));
 	if (!senders || !receivers || !tids)
 		fatal("calloc");
-	nr_counts = groups * NUM_FDS;
-	sent_counts = aligned_alloc(64, nr_counts * sizeof(struct live_count));
-	freed_counts = aligned_alloc(64, nr_counts * sizeof(struct live_count));
-	if (!sent_counts || !freed_counts)
-		fatal("aligned_alloc");
-	memset(sent_counts, 0, nr_counts * sizeof(struct live_count));
-	memset(freed_counts, 0, nr_counts * sizeof(struct live_count));
+	if (sample_live) {   /* (without it, the heap is as it was before the option) */
+		nr_counts = groups * NUM_FDS;
+		sent_counts = aligned_alloc(64, nr_counts * sizeof(struct live_count));
+		freed_counts = aligned_alloc(64, nr_counts * sizeof(struct live_count));
+		if (!sent_counts || !freed_counts)
+			fatal("aligned_alloc");
+		memset(sent_counts, 0, nr_counts * sizeof(struct live_count));
+		memset(freed_counts, 0, nr_counts * sizeof(struct live_count));
+	}
 
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -431,7 +436,7 @@ int main(int argc, char **argv)
 		for (int j = 0; j < NUM_FDS; j++) {
 			struct receiver *r = &receivers[g * NUM_FDS + j];
 			r->expect = loops * NUM_FDS;
-			r->freed = &freed_counts[g * NUM_FDS + j];
+			r->freed = sample_live ? &freed_counts[g * NUM_FDS + j] : NULL;
 			if (use_ring) {
 				rings[j] = r->ring = calloc(1, sizeof(struct ring));
 				if (!r->ring)
@@ -459,7 +464,7 @@ int main(int argc, char **argv)
 			if (use_ring)
 				memcpy(s->rings, rings, sizeof(rings));
 			s->id = (unsigned)(g * NUM_FDS + i);
-			s->sent = &sent_counts[g * NUM_FDS + i];
+			s->sent = sample_live ? &sent_counts[g * NUM_FDS + i] : NULL;
 			int err = pthread_create(&tids[t++], &attr, sender, s);
 			if (err) {
 				errno = err;
