@@ -126,7 +126,7 @@ void *slab_hand_out(struct uslab_cache *s, void *x)
  * corrupt two lists at once (cheap checks, always on). */
 static _Noreturn COLD void bad_list_state(struct slab *slab, const char *what)
 {
-	report_fatal("slab %p of cache '%s': %s (on_node %u, word %#llx)", slab_base(slab),
+	report_fatal("slab %p of cache '%s': %s (on_node %u, word 0x%llx)", slab_base(slab),
 		     slab->cache ? slab->cache->name : "?", what, slab->on_node,
 		     (unsigned long long)atomic_load_explicit(&slab->fc, memory_order_relaxed));
 }
