@@ -21,6 +21,12 @@
  *                   BARN_GET); with barn_full=0 they are flushed to the slabs
  *                   instead (BARN_GET 0, SHEAF_FLUSH); with sheaf_capacity=0
  *                   no sheaf is used at all
+ * default_capacity  the default sheaf_capacity by object stride: up to
+ *                   2 KiB the most of 28, 60, 124, 252, 508 objects (full
+ *                   sheaf storage buckets) that hold at most 16 KiB, at
+ *                   least 12; above, 32 KiB over the stride, 2 to 6 (not
+ *                   checked where the run's options set it, or for debug
+ *                   caches, which have none)
  * stress            tunables changed at random by one thread while three
  *                   others allocate and free (single, bulk, cross-thread);
  *                   then validate, nothing left allocated. Clean under TSan.
@@ -207,6 +213,40 @@ static size_t blocks_of(void **p, size_t n, unsigned order)
 		k += b[i] != b[i - 1];
 	free(b);
 	return k;
+}
+
+static void default_capacity(void)
+{
+	const char *o = getenv("USLAB_OPTIONS");
+	if (o && strstr(o, "sheaf_capacity")) {
+		printf("  skipped: USLAB_OPTIONS sets the capacity\n");
+		return;
+	}
+	static const size_t sizes[] = { 8, 16, 24, 32, 40, 48, 64, 96, 100, 128, 136, 192, 256, 264, 384,
+					512, 520, 1024, 1500, 2048, 3000, 4096, 8192, 20000 };
+	char name[32];
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		snprintf(name, sizeof name, "tt-cap-%zu", sizes[i]);
+		struct uslab_cache *c = mk(name, sizes[i]);
+		struct uslab_cache_info in = { .version = USLAB_CACHE_INFO_VERSION };
+		CHECK_EQ(uslab_cache_get_info(c, &in), 0);
+		unsigned long cap = tget(c, "sheaf_capacity"), stride = in.slab_object_size;
+		if (cache_debugged(&in)) {
+			CHECK_EQ(cap, 0);
+		} else if (stride <= 2048) {
+			CHECKF(cap == 12 || cap == 28 || cap == 60 || cap == 124 || cap == 252 || cap == 508,
+			       "stride %lu: capacity %lu fills no storage bucket", stride, cap);
+			CHECKF(cap == 12 || cap * stride <= 16384, "stride %lu: %lu objects hold more than 16 KiB", stride,
+			       cap);
+			CHECKF(cap == 508 || (2 * cap + 4) * stride > 16384, "stride %lu: %lu objects, %lu would fit", stride,
+			       cap, 2 * cap + 4);
+		} else {
+			unsigned long want = 32768 / stride;
+			want = want < 2 ? 2 : want > 6 ? 6 : want;
+			CHECKF(cap == want, "stride %lu: capacity %lu, not %lu", stride, cap, want);
+		}
+		uslab_cache_destroy(c);
+	}
 }
 
 static void order_effect(void)
@@ -559,6 +599,7 @@ int main(int argc, char **argv)
 	RUN(get_set_each);
 	RUN(einval);
 	RUN(order_effect);
+	RUN(default_capacity);
 	RUN(cpu_partial_off);
 	RUN(barn);
 	RUN(stress);
