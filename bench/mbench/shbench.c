@@ -48,7 +48,8 @@
  * the three counts: how well the allocator kept a thread's run of
  * allocations together in memory (a walk over blocks a few bytes apart
  * runs on prefetched lines; one over scattered blocks misses on most).
- * It costs a compare per free: time runs leave it off.
+ * Off, each ring free tests one flag; the counting itself is for
+ * separate, untimed runs.
  *
  * The defaults are the programs' (mimalloc-bench's patched sh6bench makes
  * 10000 calls); bench/peers.sh runs smaller REPEAT, ITER and FOREIGN, which
