@@ -1,0 +1,103 @@
+/*
+ * Reproducer for an open bug (not built by CMake, not part of the suite).
+ *
+ * Classic mode (slub_sheaf_capacity=0) corrupts its slab state when
+ * several caches are used at once by several threads that free each
+ * other's objects: "listed twice or listed while frozen", "free of a freed
+ * block", "double free", "wrong cache: free of X to cache 'rs5000', but it
+ * belongs to cache 'rs30000'" (an object handed out by one cache from
+ * another cache's slab). The same with one cache (ONE=0 or ONE=1) never
+ * failed (0 of 30 runs); the default configuration (sheaves on parts of
+ * CPUs) never failed (0 of 10). It is what made test_fork's
+ * test_fork_traffic fail once in the classic variant ("invalid free ...
+ * (cache 'fork30000')"), and likely slqb's test_mixed failure.
+ *
+ * Measured 2026-11-26 on a 2-vCPU guest, 6 s runs:
+ *   USLAB_OPTIONS="slub_sheaf_capacity=0 cpu_backend=tls" CP0=1 NOBULK=1 NOSHRINK=1 NOTUNE=1
+ *     (CPU slabs only: no CPU partial lists, no bulk calls, no shrink): 6 of 20 runs fail;
+ *   USLAB_OPTIONS=slub_sheaf_capacity=0 (everything on): 8-16 of 20.
+ * Bisected with everything on (12 runs per commit): 47360e8 and earlier
+ * 0/12 (also with slub_cpu_mode=0 or sheaves + capacity 0, so classic
+ * mode itself), 8b5805d ("Default per-CPU mode: sheaves", which took the
+ * per-CPU backend's attempt off the classic fast paths) 9/12: probably an
+ * older race that the faster fast path exposes, not a new one.
+ * Instrumented runs showed a CPU slab deactivated by one part while
+ * another part held it frozen (owner tracking), the events of one slab
+ * coming from two threads' parts.
+ *
+ *   cc -O2 -pthread -Iinclude tests/repro/classic_multicache_race.c -o /tmp/race \
+ *      -Lbuild-test -luslab -Wl,-rpath,$PWD/build-test
+ *   for i in $(seq 20); do USLAB_OPTIONS=slub_sheaf_capacity=0 /tmp/race 6; done
+ */
+#define _GNU_SOURCE
+#include <uslab.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <time.h>
+#include <stdbool.h>
+
+#define NC 3
+static struct uslab_cache *caches[NC];
+static size_t osz[NC] = { 30000, 5000, 200 };
+#define XS 64
+static _Atomic uintptr_t xobj[XS];
+static atomic_bool stop;
+static int nobulk, noshrink, notune, getenv_one = -1;
+
+static uint64_t rnd(uint64_t *s) { uint64_t z = (*s += 0x9e3779b97f4a7c15ULL); z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL; z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL; return z ^ (z >> 31); }
+
+static void *worker(void *arg)
+{
+	uint64_t rs = (uintptr_t)arg;
+	void *b[32];
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		uint64_t r = rnd(&rs);
+		int c = getenv_one >= 0 ? getenv_one : (int)(r % NC);
+		unsigned k = (unsigned)(r >> 8) % XS;
+		if (!nobulk && (r >> 20) % 4 == 0) {
+			size_t n = 1 + (r >> 24) % 32;
+			if (uslab_cache_alloc_bulk(caches[c], n, b) != n) abort();
+			for (size_t i = 0; i < n; i++) memset(b[i], 0x5a, 16);
+			uslab_cache_free_bulk(caches[c], n, b);
+			continue;
+		}
+		if (!noshrink && (r >> 20) % 64 == 1) { uslab_cache_shrink(caches[c]); continue; }
+		void *p = uslab_cache_alloc(caches[c]);
+		if (!p) abort();
+		memset(p, 0x5a, 16);
+		uintptr_t old = atomic_exchange(&xobj[k], (uintptr_t)p | (uintptr_t)c);
+		if (old)
+			uslab_cache_free(caches[old & 7], (void *)(old & ~(uintptr_t)7));
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int secs = argc > 1 ? atoi(argv[1]) : 10;
+	for (int c = 0; c < NC; c++) {
+		char name[32]; snprintf(name, sizeof name, "rs%zu", osz[c]);
+		caches[c] = uslab_cache_create(name, osz[c], 0, USLAB_NO_MERGE, NULL);
+		if (!caches[c]) abort();
+	}
+	nobulk = !!getenv("NOBULK"); if (getenv("ONE")) getenv_one = atoi(getenv("ONE")); noshrink = !!getenv("NOSHRINK"); notune = !!getenv("NOTUNE");
+	if (getenv("CP0")) for (int c = 0; c < NC; c++) uslab_cache_tune_set(caches[c], "cpu_partial", 0);
+	if (!notune) {
+	uslab_cache_tune_set(caches[0], "min_partial", 0);
+	uslab_cache_tune_set(caches[1], "cpu_partial", 2);
+	}
+	pthread_t t[6];
+	for (uintptr_t i = 0; i < 6; i++) pthread_create(&t[i], NULL, worker, (void *)(i + 7 + (uintptr_t)time(NULL)));
+	sleep(secs);
+	atomic_store(&stop, true);
+	for (int i = 0; i < 6; i++) pthread_join(t[i], NULL);
+	for (int k = 0; k < XS; k++) { uintptr_t p = atomic_exchange(&xobj[k], 0); if (p) uslab_cache_free(caches[p & 7], (void *)(p & ~(uintptr_t)7)); }
+	for (int c = 0; c < NC; c++) if (uslab_cache_validate(caches[c])) { printf("validate failed\n"); return 1; }
+	printf("ok\n");
+	return 0;
+}
