@@ -8,9 +8,11 @@
  * belongs to cache 'rs30000'" (an object handed out by one cache from
  * another cache's slab). The same with one cache (ONE=0 or ONE=1) never
  * failed (0 of 30 runs); the default configuration (sheaves on parts of
- * CPUs) never failed (0 of 10). It is what made test_fork's
- * test_fork_traffic fail once in the classic variant ("invalid free ...
- * (cache 'fork30000')"), and likely slqb's test_mixed failure.
+ * CPUs) never failed (0 of 10), nor home, slqb or slab (0 of 6 each).
+ * The failure rate moves with the machine's load (3 of 12 runs to 16 of
+ * 20). It is what made test_fork's test_fork_traffic fail once in the
+ * classic variant ("invalid free ... (cache 'fork30000')"), and likely
+ * slqb's test_mixed failure.
  *
  * Measured 2026-11-26 on a 2-vCPU guest, 6 s runs:
  *   USLAB_OPTIONS="slub_sheaf_capacity=0 cpu_backend=tls" CP0=1 NOBULK=1 NOSHRINK=1 NOTUNE=1
@@ -25,9 +27,18 @@
  * another part held it frozen (owner tracking), the events of one slab
  * coming from two threads' parts.
  *
- *   cc -O2 -pthread -Iinclude tests/repro/classic_multicache_race.c -o /tmp/race \
+ *   cc -O2 -pthread -Iinclude tests/repro/classic_multicache_race.c -o /tmp/classic_race \
  *      -Lbuild-test -luslab -Wl,-rpath,$PWD/build-test
- *   for i in $(seq 20); do USLAB_OPTIONS=slub_sheaf_capacity=0 /tmp/race 6; done
+ *   for i in $(seq 20); do USLAB_OPTIONS=slub_sheaf_capacity=0 /tmp/classic_race 6; done
+ *
+ *   /tmp/classic_race [SECONDS=10]; switches in the environment, to narrow it down:
+ *     NOBULK=1    no alloc_bulk/free_bulk round trips
+ *     NOSHRINK=1  no uslab_cache_shrink() calls
+ *     NOTUNE=1    the caches keep their default tunables (else min_partial 0
+ *                 for the 30,000 B cache and cpu_partial 2 for the 5,000 B one)
+ *     CP0=1       cpu_partial 0 on every cache (no CPU partial lists)
+ *     ONE=I       only cache I (0, 1 or 2) is used
+ * Exit status 0 and "ok" when the run ends and every cache validates.
  */
 #define _GNU_SOURCE
 #include <uslab.h>
@@ -47,9 +58,16 @@ static size_t osz[NC] = { 30000, 5000, 200 };
 #define XS 64
 static _Atomic uintptr_t xobj[XS];
 static atomic_bool stop;
-static int nobulk, noshrink, notune, getenv_one = -1;
+static bool nobulk, noshrink, notune;
+static int only_cache = -1;   /* ONE=I: every operation on cache I */
 
-static uint64_t rnd(uint64_t *s) { uint64_t z = (*s += 0x9e3779b97f4a7c15ULL); z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL; z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL; return z ^ (z >> 31); }
+static uint64_t rnd(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
 
 static void *worker(void *arg)
 {
@@ -57,7 +75,7 @@ static void *worker(void *arg)
 	void *b[32];
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
 		uint64_t r = rnd(&rs);
-		int c = getenv_one >= 0 ? getenv_one : (int)(r % NC);
+		int c = only_cache >= 0 ? only_cache : (int)(r % NC);
 		unsigned k = (unsigned)(r >> 8) % XS;
 		if (!nobulk && (r >> 20) % 4 == 0) {
 			size_t n = 1 + (r >> 24) % 32;
@@ -66,7 +84,10 @@ static void *worker(void *arg)
 			uslab_cache_free_bulk(caches[c], n, b);
 			continue;
 		}
-		if (!noshrink && (r >> 20) % 64 == 1) { uslab_cache_shrink(caches[c]); continue; }
+		if (!noshrink && (r >> 20) % 64 == 1) {
+			uslab_cache_shrink(caches[c]);
+			continue;
+		}
 		void *p = uslab_cache_alloc(caches[c]);
 		if (!p) abort();
 		memset(p, 0x5a, 16);
@@ -81,23 +102,38 @@ int main(int argc, char **argv)
 {
 	int secs = argc > 1 ? atoi(argv[1]) : 10;
 	for (int c = 0; c < NC; c++) {
-		char name[32]; snprintf(name, sizeof name, "rs%zu", osz[c]);
+		char name[32];
+		snprintf(name, sizeof name, "rs%zu", osz[c]);
 		caches[c] = uslab_cache_create(name, osz[c], 0, USLAB_NO_MERGE, NULL);
 		if (!caches[c]) abort();
 	}
-	nobulk = !!getenv("NOBULK"); if (getenv("ONE")) getenv_one = atoi(getenv("ONE")); noshrink = !!getenv("NOSHRINK"); notune = !!getenv("NOTUNE");
-	if (getenv("CP0")) for (int c = 0; c < NC; c++) uslab_cache_tune_set(caches[c], "cpu_partial", 0);
+	nobulk = getenv("NOBULK") != NULL;
+	noshrink = getenv("NOSHRINK") != NULL;
+	notune = getenv("NOTUNE") != NULL;
+	if (getenv("ONE"))
+		only_cache = atoi(getenv("ONE")) % NC;
+	if (getenv("CP0"))
+		for (int c = 0; c < NC; c++)
+			uslab_cache_tune_set(caches[c], "cpu_partial", 0);
 	if (!notune) {
-	uslab_cache_tune_set(caches[0], "min_partial", 0);
-	uslab_cache_tune_set(caches[1], "cpu_partial", 2);
+		uslab_cache_tune_set(caches[0], "min_partial", 0);
+		uslab_cache_tune_set(caches[1], "cpu_partial", 2);
 	}
 	pthread_t t[6];
 	for (uintptr_t i = 0; i < 6; i++) pthread_create(&t[i], NULL, worker, (void *)(i + 7 + (uintptr_t)time(NULL)));
 	sleep(secs);
 	atomic_store(&stop, true);
 	for (int i = 0; i < 6; i++) pthread_join(t[i], NULL);
-	for (int k = 0; k < XS; k++) { uintptr_t p = atomic_exchange(&xobj[k], 0); if (p) uslab_cache_free(caches[p & 7], (void *)(p & ~(uintptr_t)7)); }
-	for (int c = 0; c < NC; c++) if (uslab_cache_validate(caches[c])) { printf("validate failed\n"); return 1; }
+	for (int k = 0; k < XS; k++) {
+		uintptr_t p = atomic_exchange(&xobj[k], 0);
+		if (p)
+			uslab_cache_free(caches[p & 7], (void *)(p & ~(uintptr_t)7));
+	}
+	for (int c = 0; c < NC; c++)
+		if (uslab_cache_validate(caches[c])) {
+			printf("validate failed\n");
+			return 1;
+		}
 	printf("ok\n");
 	return 0;
 }
