@@ -158,14 +158,20 @@ void cpu_slab_deactivate(struct uslab_cache *s, struct cpu_cache *c, struct slab
 			slab_bad_freelist(s, p, get_freepointer(s, p));
 	}
 	/* the uncarved objects were ours too: back to the slab, unlisted
-	 * objects no more (its inuse counts carved objects out) */
-	uint64_t new = unfreeze(s, c, slab, freelist, tail, nfree + slab_uncarved(slab), &prior);
+	 * objects no more (its inuse counts carved objects out). Read while
+	 * the slab is still ours: once unfrozen full, it is not (a free lists
+	 * it, another empties it, and its record may be a new slab's, of
+	 * another cache, before the next line runs). */
+	const unsigned uncarved = slab_uncarved(slab);
+	uint64_t new = unfreeze(s, c, slab, freelist, tail, nfree + uncarved, &prior);
 	if (prior)
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_REMOTE_FREES);
-	if (!fc_freelist(new, slab) && !slab_uncarved(slab)) {
+	if (!fc_freelist(new, slab) && !uncarved) {
 		stat_inc(s, c, USLAB_STAT_DEACTIVATE_FULL);
 		return;   /* full: on no list; the first free freezes it again */
 	}
+	/* Partial (a list, or uncarved objects): still ours to list, as no
+	 * free lists or discards an unlisted slab with free objects. */
 	slab_node_lock(s, c);
 	/* Reread: a free may have emptied it since (and, finding it unlisted,
 	 * left it to us: only we list it). */
