@@ -1,31 +1,21 @@
 /*
- * Reproducer for an open bug (not built by CMake, not part of the suite).
+ * Reproducer of a fixed bug (not built by CMake, not part of the suite;
+ * test_slab_reuse runs its pattern in the suite).
  *
- * Classic mode (slub_sheaf_capacity=0) corrupts its slab state when
- * several caches are used at once by several threads that free each
- * other's objects: "listed twice or listed while frozen", "free of a freed
- * block", "double free", "wrong cache: free of X to cache 'rs5000', but it
- * belongs to cache 'rs30000'" (an object handed out by one cache from
- * another cache's slab). The same with one cache (ONE=0 or ONE=1) never
- * failed (0 of 30 runs); the default configuration (sheaves on parts of
- * CPUs) never failed (0 of 10), nor home, slqb or slab (0 of 6 each).
- * The failure rate moves with the machine's load (3 of 12 runs to 16 of
- * 20). It is what made test_fork's test_fork_traffic fail once in the
- * classic variant ("invalid free ... (cache 'fork30000')"), and likely
- * slqb's test_mixed failure.
+ * Classic mode (slub_sheaf_capacity=0) corrupted its slab state when
+ * several threads freed each other's objects of caches whose slabs go
+ * full and empty within a few operations: "listed twice or listed while
+ * frozen", "free of a freed block", "double free", "wrong cache". The
+ * cause: cpu_slab_deactivate() read the slab's record (its uncarved
+ * count) after unfreezing a full slab, by which time another thread could
+ * have emptied it, given it back and made a new slab of another cache at
+ * the same record; the deactivating thread then listed that new slab.
+ * docs/testing.md ("Fixed: classic deactivation race") says how it was
+ * found: an event log of every slab-word CAS, and sched_yield() injected
+ * between decisions and their CASes, which made every run fail.
  *
- * Measured 2026-11-26 on a 2-vCPU guest, 6 s runs:
- *   USLAB_OPTIONS="slub_sheaf_capacity=0 cpu_backend=tls" CP0=1 NOBULK=1 NOSHRINK=1 NOTUNE=1
- *     (CPU slabs only: no CPU partial lists, no bulk calls, no shrink): 6 of 20 runs fail;
- *   USLAB_OPTIONS=slub_sheaf_capacity=0 (everything on): 8-16 of 20.
- * Bisected with everything on (12 runs per commit): 47360e8 and earlier
- * 0/12 (also with slub_cpu_mode=0 or sheaves + capacity 0, so classic
- * mode itself), 8b5805d ("Default per-CPU mode: sheaves", which took the
- * per-CPU backend's attempt off the classic fast paths) 9/12: probably an
- * older race that the faster fast path exposes, not a new one.
- * Instrumented runs showed a CPU slab deactivated by one part while
- * another part held it frozen (owner tracking), the events of one slab
- * coming from two threads' parts.
+ * Measured 2026-11-26 on a 2-vCPU guest, 4 s runs with two busy loops
+ * beside them: 3 of 40 runs failed before the fix, 0 of 40 after.
  *
  *   cc -O2 -pthread -Iinclude tests/repro/classic_multicache_race.c -o /tmp/classic_race \
  *      -Lbuild-test -luslab -Wl,-rpath,$PWD/build-test
