@@ -357,6 +357,46 @@ static void test_dirty_bound_learns(void)
 	settle();
 }
 
+/* A decay pass's own frees (an idle part's sheaves, a barn, kept empty
+ * slabs: memory unused for a pass already) are due at once
+ * (page_age_since), while a block freed before the pass keeps its own
+ * deadline. Page blocks directly, with the clock held: no timing. */
+static void test_pass_frees_due_at_once(void)
+{
+	unsigned dmax0 = page_dirty_max_mb;
+	page_purge_delay_ms = 1000;
+	page_dirty_max_mb = 1024;   /* nothing given back for the bound */
+	settle();
+	os_clock_hold(true);
+	uint64_t d0 = pinfo().dirty_bytes;
+	void *a = page_alloc(6), *b = page_alloc(6);   /* 256 KiB each */
+	CHECK(a && b);
+	memset(a, 1, PAGE_SIZE << 6);
+	memset(b, 1, PAGE_SIZE << 6);
+	page_free(a);   /* before the pass */
+	os_clock_advance(10);
+	uint64_t pass = os_now_ms();
+	page_free(b);   /* during it */
+	page_decay();
+	uint64_t d1 = pinfo().dirty_bytes;
+	CHECKF(d1 >= d0 + 2 * (PAGE_SIZE << 6), "dirty %llu bytes, %llu before two frees of 256 KiB: given back young",
+	       (unsigned long long)d1, (unsigned long long)d0);
+	page_age_since(pass);
+	page_decay();
+	uint64_t d2 = pinfo().dirty_bytes;
+	CHECKF(d2 + (PAGE_SIZE << 6) <= d1 && d2 >= d0 + (PAGE_SIZE << 6),
+	       "dirty %llu bytes after the pass's frees were aged, %llu before: the pass's block is due, the "
+	       "other not yet", (unsigned long long)d2, (unsigned long long)d1);
+	os_clock_advance(1000);   /* the other one's own deadline */
+	page_decay();
+	CHECKF(pinfo().dirty_bytes + (PAGE_SIZE << 6) <= d2, "dirty %llu bytes a delay after the first free",
+	       (unsigned long long)pinfo().dirty_bytes);
+	os_clock_hold(false);
+	page_dirty_max_mb = dmax0;
+	page_purge_delay_ms = DECAY_MS;
+	settle();
+}
+
 static void test_decay_zero(void)
 {
 	page_purge_delay_ms = 0;
@@ -421,6 +461,7 @@ int main(void)
 	RUN(test_decay_background_thread);
 	RUN(test_decay_without_thread);
 	RUN(test_dirty_bound_learns);
+	RUN(test_pass_frees_due_at_once);
 	RUN(test_decay_zero);
 	RUN(test_dirty_wakes_thread);
 	return 0;

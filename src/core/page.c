@@ -322,6 +322,22 @@ void page_free(void *p)
 		mem_dirty_notify();   /* a sleeping background thread has something to decay */
 }
 
+void page_age_since(uint64_t since)
+{
+	uint64_t delay = __atomic_load_n(&page_purge_delay_ms, __ATOMIC_RELAXED);
+	bool aged = false;
+	pthread_mutex_lock(&P.lock);
+	for (unsigned o = 0; o <= PAGE_MAX_ORDER; o++)
+		for (struct page *d = P.free[o]; d && d->dirty; d = d->next)   /* (dirty blocks lead) */
+			if (d->free_time >= since) {
+				d->free_time = since - MIN(since, delay);
+				aged = true;
+			}
+	if (aged)
+		P.next_purge = since - MIN(since, delay) + delay;   /* due now */
+	pthread_mutex_unlock(&P.lock);
+}
+
 uint64_t page_decay(void)
 {
 	page_purge(false);

@@ -310,6 +310,12 @@ extern unsigned page_dirty_max_mb USLAB_HIDDEN;
  * decay_dirty_max, half the pages in use, or that, whichever is most. */
 USLAB_HIDDEN uint64_t page_dirty_learned(void);
 USLAB_HIDDEN uint64_t page_dirty_bound(void);
+/* Blocks freed since `since` (ms, os_now_ms) are due at once: a decay
+ * pass freed them, memory that had gone unused for the delay already (an
+ * idle part's sheaves, a barn, empty slabs kept for reuse), so that it
+ * does not wait for the delay a second time. Other threads' frees during
+ * the pass (milliseconds) are aged with them. */
+USLAB_HIDDEN void page_age_since(uint64_t since);
 /* Give back what has decayed; returns when the next block is due (ms,
  * os_now_ms), 0 if nothing is dirty. */
 USLAB_HIDDEN uint64_t page_decay(void);

@@ -13,7 +13,8 @@
  * mappings) when its deadline has come. Always: serve an export request if
  * a reader posted one (export.c: refresh the snapshot, apply a command),
  * then sleep on a futex until the next deadline. The pass returns how long
- * until the next one (decay_ms while anything is pending, at least 10 ms),
+ * until the next one (the caches' next pass or the next page deadline
+ * while anything is pending, at least 10 ms: decay.c),
  * or UINT64_MAX when nothing is: then the thread sleeps with no deadline
  * and sets mem_bg_sleeping, so that page_free() (mem_dirty_notify) wakes it
  * when new dirty memory appears. Serving only, it always sleeps with no
