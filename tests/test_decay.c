@@ -360,37 +360,56 @@ static void test_dirty_bound_learns(void)
 /* A decay pass's own frees (an idle part's sheaves, a barn, kept empty
  * slabs: memory unused for a pass already) are due at once
  * (page_age_since), while a block freed before the pass keeps its own
- * deadline. Page blocks directly, with the clock held: no timing. */
+ * deadline. Page blocks directly, with the clock held: no timing. The two
+ * blocks freed are ones whose buddies stay allocated, so that neither
+ * merges with anything (a merged block takes the younger free time). */
 static void test_pass_frees_due_at_once(void)
 {
+	enum { NB_ = 32, ORD = 6 };
+	const size_t bsz = PAGE_SIZE << ORD;   /* 256 KiB */
 	unsigned dmax0 = page_dirty_max_mb;
 	page_purge_delay_ms = 1000;
 	page_dirty_max_mb = 1024;   /* nothing given back for the bound */
 	settle();
 	os_clock_hold(true);
 	uint64_t d0 = pinfo().dirty_bytes;
-	void *a = page_alloc(6), *b = page_alloc(6);   /* 256 KiB each */
-	CHECK(a && b);
-	memset(a, 1, PAGE_SIZE << 6);
-	memset(b, 1, PAGE_SIZE << 6);
+	void *blk[NB_];
+	for (unsigned i = 0; i < NB_; i++)
+		CHECK((blk[i] = page_alloc(ORD)) != NULL);
+	/* two blocks of different buddy pairs, both buddies ours */
+	int pick[2] = { -1, -1 }, np = 0;
+	for (unsigned i = 0; i < NB_ && np < 2; i++)
+		for (unsigned j = 0; j < NB_; j++)
+			if ((uintptr_t)blk[j] == ((uintptr_t)blk[i] ^ bsz) &&
+			    (np == 0 || (uintptr_t)blk[pick[0]] != ((uintptr_t)blk[i] ^ bsz))) {
+				pick[np++] = (int)i;
+				break;
+			}
+	CHECKF(np == 2, "no two blocks of order %d among %d whose buddies are allocated too", ORD, NB_);
+	void *a = blk[pick[0]], *b = blk[pick[1]];
+	memset(a, 1, bsz);
+	memset(b, 1, bsz);
 	page_free(a);   /* before the pass */
 	os_clock_advance(10);
 	uint64_t pass = os_now_ms();
 	page_free(b);   /* during it */
 	page_decay();
 	uint64_t d1 = pinfo().dirty_bytes;
-	CHECKF(d1 >= d0 + 2 * (PAGE_SIZE << 6), "dirty %llu bytes, %llu before two frees of 256 KiB: given back young",
+	CHECKF(d1 >= d0 + 2 * bsz, "dirty %llu bytes, %llu before two frees of 256 KiB: given back young",
 	       (unsigned long long)d1, (unsigned long long)d0);
 	page_age_since(pass);
 	page_decay();
 	uint64_t d2 = pinfo().dirty_bytes;
-	CHECKF(d2 + (PAGE_SIZE << 6) <= d1 && d2 >= d0 + (PAGE_SIZE << 6),
+	CHECKF(d2 + bsz <= d1 && d2 >= d0 + bsz,
 	       "dirty %llu bytes after the pass's frees were aged, %llu before: the pass's block is due, the "
 	       "other not yet", (unsigned long long)d2, (unsigned long long)d1);
 	os_clock_advance(1000);   /* the other one's own deadline */
 	page_decay();
-	CHECKF(pinfo().dirty_bytes + (PAGE_SIZE << 6) <= d2, "dirty %llu bytes a delay after the first free",
+	CHECKF(pinfo().dirty_bytes + bsz <= d2, "dirty %llu bytes a delay after the first free",
 	       (unsigned long long)pinfo().dirty_bytes);
+	for (unsigned i = 0; i < NB_; i++)
+		if ((int)i != pick[0] && (int)i != pick[1])
+			page_free(blk[i]);
 	os_clock_hold(false);
 	page_dirty_max_mb = dmax0;
 	page_purge_delay_ms = DECAY_MS;
