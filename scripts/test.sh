@@ -6,14 +6,15 @@
 # caches run the default per-CPU mode, sheaves, on the per-CPU backend where
 # rseq runs) again in each other mode: classic (slub_sheaf_capacity=0:
 # SLUB's CPU slabs and CPU partial lists), home, slqb, and slab
-# (slub_cpu_mode=slab: the kernel's SLAB for every cache); and the
+# (slub_cpu_mode=slab: the kernel's SLAB for every cache); a build that
+# yields the CPU at random at the allocator's race windows; and the
 # packaging test. The per-CPU backend's fallback (parts of threads) runs
 # the whole suite in the tsan variant (ThreadSanitizer cannot follow a
 # restartable sequence) and the per-CPU tests again with cpu_backend=tls
 # in the normal variant.
 #
-#   bash scripts/test.sh [normal|asan|tsan|debug|classic|home|slqb|slab|fuzz|track|package ...]
-#   (default: all eleven)
+#   bash scripts/test.sh [normal|asan|tsan|debug|classic|home|slqb|slab|fuzz|track|sched|package ...]
+#   (default: all twelve)
 #
 # First, scripts/setup-deps.sh checks what the chosen variants need and, as
 # root with apt-get (a fresh Debian 12 machine, CI), installs what is
@@ -36,6 +37,11 @@
 #          FIX, validate lines) may appear in any test's output.
 #   fuzz:  tests/fuzz/run.sh for FUZZ_SECONDS (default 60) seconds.
 #   track: -DUSLAB_TRACK=asan (objects poisoned while free): test_track.
+#   sched: -DUSLAB_SCHED_FUZZ=ON (src/core/os.h: a sched_yield() at one
+#          race-window point in 16): test_slab_reuse, test_stress and
+#          test_home, whose races need a preemption inside a few
+#          instructions (the classic deactivation race failed 5 of 5 runs
+#          there, about 1 in 6 in a normal build). About 20 s.
 #   package: tests/packaging/run.sh: install into a prefix, then pkg-config,
 #          find_package, add_subdirectory and FetchContent users, exports,
 #          man pages, uslab-run, the Rust crates (about 2 minutes).
@@ -50,7 +56,7 @@
 #   all test variants passed: normal ...; skipped: VARIANT: TEST, ...
 #
 # Build directories: build-test (normal, debug and the modes), build-asan,
-# build-tsan, build-track, build-pkg, build-fuzz beside this repo's
+# build-tsan, build-track, build-sched, build-pkg, build-fuzz beside this repo's
 # CMakeLists.txt; USLAB_TEST_BUILD_PREFIX (default "build-"; relative to the
 # repo, or absolute) names them otherwise, e.g. "mine/" gives mine/test,
 # mine/asan ... (tests/fuzz/run.sh reads it too). JOBS (default 2): build
@@ -65,11 +71,11 @@ B=${USLAB_TEST_BUILD_PREFIX:-build-}
 case $B in /*) ;; *) B=$ROOT/$B ;; esac
 
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic home slqb slab fuzz track package)
+[ ${#variants[@]} -gt 0 ] || variants=(normal asan tsan debug classic home slqb slab fuzz track sched package)
 for v in "${variants[@]}"; do
 	case $v in
-	normal | asan | tsan | debug | classic | home | sheaves | slqb | slab | fuzz | track | package) ;;
-	*) echo "test.sh: unknown variant '$v' (normal, asan, tsan, debug, classic, home, sheaves, slqb, slab, fuzz, track, package)" >&2; exit 2 ;;
+	normal | asan | tsan | debug | classic | home | sheaves | slqb | slab | fuzz | track | sched | package) ;;
+	*) echo "test.sh: unknown variant '$v' (normal, asan, tsan, debug, classic, home, sheaves, slqb, slab, fuzz, track, sched, package)" >&2; exit 2 ;;
 	esac
 done
 
@@ -78,7 +84,7 @@ done
 # classic needs.)
 deps=()
 for v in "${variants[@]}"; do
-	case $v in home | sheaves | slqb | slab) deps+=(classic) ;; *) deps+=("$v") ;; esac
+	case $v in home | sheaves | slqb | slab | sched) deps+=(classic) ;; *) deps+=("$v") ;; esac
 done
 bash "$ROOT/scripts/setup-deps.sh" "${deps[@]}"
 
@@ -149,6 +155,16 @@ run_variant() {
 			-DUSLAB_SANITIZE=address -DUSLAB_TRACK=asan >/dev/null
 		cmake --build "${B}track" -j "$JOBS" --target test_track
 		run_ctest track "${B}track" --output-on-failure -R '^test_track$'
+		return ;;
+	sched)   # a yield at one race-window point in 16 (src/core/os.h): the
+		 # stress tests of slabs emptied and reused, cross-thread frees
+		 # and ownership hand-offs, in the modes they set themselves
+		local t0=$SECONDS
+		cmake -S "$ROOT" -B "${B}sched" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+			-DUSLAB_SCHED_FUZZ=ON -DUSLAB_BUILD_BENCH=OFF >/dev/null
+		cmake --build "${B}sched" -j "$JOBS" --target test_slab_reuse test_stress test_home
+		run_ctest sched "${B}sched" --output-on-failure -R '^(test_slab_reuse|test_stress|test_home)$'
+		echo "=== sched: $((SECONDS - t0)) s ==="
 		return ;;
 	fuzz)
 		local t0=$SECONDS

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -190,6 +191,20 @@ uint64_t os_ncpus_reads(void)
 {
 	return atomic_load_explicit(&ncpus_reads, memory_order_relaxed);
 }
+
+#if USLAB_SCHED_FUZZ
+void os_sched_point(void)
+{
+	static __thread uint64_t x;   /* xorshift64, seeded by the thread's own address */
+	if (!x)
+		x = (uintptr_t)&x | 1;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	if (!(x & 15))
+		sched_yield();
+}
+#endif
 
 uint64_t os_real_ms(void)
 {

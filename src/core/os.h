@@ -31,6 +31,23 @@ USLAB_HIDDEN size_t os_rss(void);
 USLAB_HIDDEN unsigned os_ncpus(void);
 USLAB_HIDDEN void os_ncpus_recheck(void);
 USLAB_HIDDEN uint64_t os_ncpus_reads(void);
+/* A point where another thread's step in between matters (the slab
+ * word's CASes, node-lock releases, lock entries, ownership hand-offs).
+ * In a -DUSLAB_SCHED_FUZZ=ON build (scripts/test.sh sched) a thread gives
+ * up its CPU at one such point in 16, drawn per thread: a preemption in a
+ * window of a few instructions, which a stress test meets once in
+ * thousands of runs, comes every few microseconds (docs/testing.md, the
+ * classic deactivation race). Nothing in other builds. */
+#ifndef USLAB_SCHED_FUZZ
+#define USLAB_SCHED_FUZZ 0
+#endif
+#if USLAB_SCHED_FUZZ
+USLAB_HIDDEN void os_sched_point(void);
+#else
+static inline void os_sched_point(void)
+{
+}
+#endif
 /* The clock of every time-driven policy (decay of free pages, empty slabs
  * and huge mappings, slab mode's reap, KFENCE's samples): monotonic
  * milliseconds, cheap (coarse clock), unless a test holds it. */

@@ -64,8 +64,11 @@
  */
 bool slab_cas(struct slab *slab, uint64_t *old, uint64_t new)
 {
-	return atomic_compare_exchange_weak_explicit(&slab->fc, old, new, memory_order_acq_rel,
-						     memory_order_acquire);
+	os_sched_point();   /* between the caller's decision and its CAS */
+	bool ok = atomic_compare_exchange_weak_explicit(&slab->fc, old, new, memory_order_acq_rel,
+							memory_order_acquire);
+	os_sched_point();   /* after it, before what the caller reads next */
+	return ok;
 }
 
 void slab_node_lock(struct uslab_cache *s, struct cpu_cache *c)
@@ -77,6 +80,7 @@ void slab_node_lock(struct uslab_cache *s, struct cpu_cache *c)
 void slab_node_unlock(struct uslab_cache *s)
 {
 	pthread_mutex_unlock(&s->node.list_lock);
+	os_sched_point();
 }
 
 /* ---- reports ----------------------------------------------------------- */

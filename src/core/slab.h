@@ -569,6 +569,7 @@ USLAB_HIDDEN void remove_partial_locked(struct node *n, struct slab *slab);
 #endif
 static inline void slab_lock_spin(pthread_mutex_t *m)
 {
+	os_sched_point();
 	for (unsigned r = 0; r < SLAB_SPIN_ROUNDS; r++) {
 		if (!pthread_mutex_trylock(m))
 			return;

@@ -231,6 +231,7 @@ static struct slab *stash_pop(struct cpu_cache *c)
 {
 	if (!atomic_load_explicit(&c->stash, memory_order_relaxed))
 		return NULL;
+	os_sched_point();
 	struct slab *d = atomic_exchange_explicit(&c->stash, NULL, memory_order_acquire);
 	if (!d)
 		return NULL;
@@ -245,6 +246,7 @@ static struct slab *stash_pop(struct cpu_cache *c)
  * touch). */
 static unsigned stash_drain(struct uslab_cache *s, struct cpu_cache *c, struct cpu_cache *by)
 {
+	os_sched_point();
 	struct slab *d = atomic_exchange_explicit(&c->stash, NULL, memory_order_acquire);
 	unsigned n = 0;
 	while (d) {
@@ -456,9 +458,10 @@ static void rbatch_flush(struct uslab_cache *s, struct cpu_cache *c)
 		return;
 	}
 	void *old = atomic_load_explicit(&o->inbox, memory_order_relaxed);
-	do
+	do {
 		set_freepointer(s, tail, old);
-	while (!atomic_compare_exchange_weak_explicit(&o->inbox, &old, head, memory_order_release,
+		os_sched_point();
+	} while (!atomic_compare_exchange_weak_explicit(&o->inbox, &old, head, memory_order_release,
 						      memory_order_relaxed));
 	stat_inc(s, c, USLAB_STAT_FLUSH_RFREE_LIST);
 	stat_add(s, c, USLAB_STAT_FLUSH_RFREE_LIST_OBJECTS, n);
@@ -469,6 +472,7 @@ static unsigned claim_inbox(struct uslab_cache *s, struct cpu_cache *c, struct c
 {
 	if (!atomic_load_explicit(&c->inbox, memory_order_relaxed))
 		return 0;
+	os_sched_point();
 	void *p = atomic_exchange_explicit(&c->inbox, NULL, memory_order_acquire);
 	unsigned n = route_chain(s, by, p);
 	stat_inc(s, by, USLAB_STAT_CLAIM_REMOTE_LIST);
