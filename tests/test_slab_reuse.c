@@ -39,14 +39,6 @@ static const size_t osz[NC] = { 30000, 5000, 200 };
 static _Atomic uintptr_t slots[SLOTS];   /* object | cache index (objects are 8-byte aligned) */
 static atomic_bool stop;
 
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 /* The cookie: the object's address and its cache, in its first two words. */
 static void stamp(void *p, unsigned c)
 {
@@ -71,7 +63,7 @@ static void *worker(void *arg)
 	uint64_t rs = (uintptr_t)arg;
 	void *b[32];
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-		uint64_t r = rnd(&rs);
+		uint64_t r = rnd_next(&rs);
 		unsigned c = (unsigned)(r % NC);
 		if ((r >> 20) % 8 == 0) {   /* a bulk round trip */
 			size_t n = 1 + (r >> 24) % 32;

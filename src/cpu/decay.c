@@ -165,7 +165,7 @@ unsigned long mem_take_back(struct uslab_cache *only, bool all)
  * now 7.8-8.4.
  */
 static uint64_t caches_due;     /* os_now_ms() when the caches' part is next due (bg thread only) */
-static bool caches_pending;     /* what the caches' last part left for a later one */
+static bool caches_pending;     /* the caches' last part left something for a later one (bg thread only) */
 
 uint64_t mem_decay_pass(void)
 {
