@@ -9,7 +9,7 @@
 #
 #   bench/idle_threads.sh [--quick] [--reps N] [--threads "16 64"] [--wait-ms MS]
 #                         [--objects N] [--rounds R] [--keep K]
-#                         [--peers "glibc jemalloc tcmalloc mimalloc uslab uslab-tls uslab-classic ..."]
+#                         [--peers "glibc jemalloc tcmalloc mimalloc uslab uslab-tls uslab-classic uslab+OPT ..."]
 #                         [--no-chart] [--no-save]
 #
 # T threads (--threads, each count its own runs) each allocate --objects (200)
@@ -123,6 +123,7 @@ for p in $peers; do
 	glibc) LIB[$p]="" ;;
 	uslab) LIB[$p]=$USLAB_LIB; OPTS[$p]="" ;;
 	uslab-tls) LIB[$p]=$USLAB_LIB; OPTS[$p]="cpu_backend=tls" ;;   # sheaves on parts of threads
+	uslab+?*) LIB[$p]=$USLAB_LIB; OPTS[$p]=${p#uslab+} ;;   # the defaults and one option, as in peers.sh
 	uslab-?*)
 		LIB[$p]=$USLAB_LIB; OPTS[$p]="slub_cpu_mode=${p#uslab-}"
 		if ! mode_taken "${p#uslab-}"; then
@@ -260,7 +261,7 @@ done
 	echo "- Command: \`$cmdline\`$([ $quick = 1 ] && echo ' (quick: a smoke test, not a measurement)')"
 	echo "- Workload: threads [$threads]; each: $objects objects of each of 12 classes (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048 B), written, freed in random order, x $rounds rounds, $keep per class kept; then idle on a condition variable; RSS from /proc/self/statm after ${wait_ms} ms idle, and after the release call"
 	echo
-	echo "KiB per idle thread = (RSS - RSS before the threads started) / threads. Medians of $reps run(s); x$base = ratio to $base's median at the same thread count. \"of which stacks\": (RSS with the threads started, before they allocate - base) / threads, the same for every allocator. uslab = libuslab-malloc.so with its defaults (sheaves mode, on parts of CPUs where rseq runs); uslab-NAME = USLAB_OPTIONS=slub_cpu_mode=NAME; uslab-tls = USLAB_OPTIONS=cpu_backend=tls (sheaves on parts of threads)."
+	echo "KiB per idle thread = (RSS - RSS before the threads started) / threads. Medians of $reps run(s); x$base = ratio to $base's median at the same thread count. \"of which stacks\": (RSS with the threads started, before they allocate - base) / threads, the same for every allocator. uslab = libuslab-malloc.so with its defaults (sheaves mode, on parts of CPUs where rseq runs); uslab-NAME = USLAB_OPTIONS=slub_cpu_mode=NAME; uslab-tls = USLAB_OPTIONS=cpu_backend=tls (sheaves on parts of threads); uslab+OPT = USLAB_OPTIONS=OPT."
 	echo
 	cat "$TABLE"
 	[ -z "$skipped" ] || { echo; echo "Left out:$skipped"; }

@@ -23,6 +23,8 @@
  *   test_bgthread exit-child MODE     (internal) exit while the thread runs
  *   test_bgthread serve-child         (internal) the serving thread's stress
  *                                     test, run with USLAB_OPTIONS=export
+ *   test_bgthread last-child          (internal) the main thread exits first,
+ *                                     a worker last (the process must end)
  *
  * dlopen/dlclose of libuslab.so is tests/test_bg_dlopen.c.
  *
@@ -1001,6 +1003,59 @@ static int idle_child(long n, const char *mode)
 	return 0;
 }
 
+/* ---- the process ends with its program's last thread --------------------------------- */
+/*
+ * A process ends when its last thread does. The uslab thread must not
+ * keep it alive once the program's threads are gone: the main thread
+ * calls pthread_exit() after the thread started, and a worker returns
+ * later; the process must then end, with status 0. It looks once a second
+ * (BG_ALONE_MS), so a process ends within about a second of its last
+ * thread; the time is printed, the bound is a hang's.
+ */
+
+static void *late_worker(void *arg)
+{
+	void *x = uslab_malloc(100);
+	CHECK(x != NULL);
+	uslab_free(x);
+	sleep_ms(50);
+	return arg;
+}
+
+static int last_child(void)
+{
+	void *x = uslab_malloc(100);   /* init, then a slow path: the thread starts */
+	CHECK(x != NULL);
+	uslab_free(x);
+	double t0 = check_now();
+	while (!running()) {   /* the thread starts at this first slow path; only a hang waits long */
+		CHECKF(check_now() - t0 < CHECK_HANG_S, "no uslab thread after a slow path");
+		sleep_ms(2);
+	}
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, late_worker, NULL) == 0);
+	pthread_exit(NULL);   /* the worker is the program's last thread */
+}
+
+static void test_last_thread(void)
+{
+#if UNDER_TSAN
+	/* TSan runs a thread of its own, so ours is never the last one: such a
+	 * process does not end under TSan, with or without uslab's thread */
+	printf("    skipped under ThreadSanitizer (its own background thread)\n");
+	return;
+#endif
+	static const char *const opts[] = { "background_thread", "export" };
+	for (unsigned i = 0; i < 2; i++) {
+		const char *args[] = { "last-child", NULL };
+		double secs;
+		int st = run_self(args, opts[i], &secs);
+		CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "USLAB_OPTIONS+='%s': status 0x%x", opts[i], st);
+		printf("    %s: main thread pthread_exit(), worker returned: the process ended %.2f s after it started\n",
+		       opts[i], secs);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "idle-child"))
@@ -1011,6 +1066,8 @@ int main(int argc, char **argv)
 		return exit_child(argv[2]);
 	if (argc >= 2 && !strcmp(argv[1], "serve-child"))
 		return serve_child();
+	if (argc >= 2 && !strcmp(argv[1], "last-child"))
+		return last_child();
 	check_init("test_bgthread");
 	malloc_init_once();
 	RUN(test_api);
@@ -1018,6 +1075,7 @@ int main(int argc, char **argv)
 	RUN(test_fork_threaded);
 	RUN(test_fork_stopped);
 	RUN(test_exit_any_thread);
+	RUN(test_last_thread);
 	RUN(test_serve_stress);
 	return 0;
 }

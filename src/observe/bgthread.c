@@ -16,7 +16,8 @@
  * until the next one (the caches' next pass or the next page deadline
  * while anything is pending, at least 10 ms: decay.c),
  * or UINT64_MAX when nothing is: then the thread sleeps with no deadline
- * and sets mem_bg_sleeping, so that page_free() (mem_dirty_notify) wakes it
+ * but the once-a-second look at whether it is the last thread (see exit
+ * below) and sets mem_bg_sleeping, so that page_free() (mem_dirty_notify) wakes it
  * when new dirty memory appears. Serving only, it always sleeps with no
  * deadline and never sets mem_bg_sleeping (frees never wake it). Passes run
  * on their deadlines only: a reader's wake serves the reader and sleeps
@@ -86,7 +87,12 @@
  * waits at most BG_EXIT_WAIT_MS for it to finish a pass or a snapshot in
  * flight (so that the final export snapshot and show_stats see a quiet
  * heap), then returns either way; _exit takes the thread down wherever it
- * is.
+ * is. A process ends when its last thread does, and the program's threads
+ * may all end without exit() (the main thread calls pthread_exit() first):
+ * so the thread wakes at least every BG_ALONE_MS and, once it is the only
+ * live thread (bg_alone), leaves its loop and returns; glibc then ends the
+ * process as for any last thread, with exit(0). Without that such a
+ * process never ended (test_bgthread's test_last_thread).
  *
  * dlopen/dlclose. libuslab.so and libuslab-malloc.so are linked with
  * -z nodelete (CMakeLists.txt): dlclose never unmaps them, so the thread
@@ -112,11 +118,13 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,6 +137,7 @@
 
 #define BG_EXIT_WAIT_MS 100   /* exit waits at most this long for a pass in flight */
 #define BG_RETRY_MS     1     /* a request another thread was serving: look again */
+#define BG_ALONE_MS     1000  /* how often the thread looks whether it is the last one */
 #ifdef USLAB_SANITIZER
 #define BG_STACK 0            /* the default: sanitizers need more stack */
 #else
@@ -214,6 +223,31 @@ void bg_wake(void)
 
 /* ---- the thread ------------------------------------------------------------------ */
 
+/* Is the thread the last live one of the process? A process ends when its
+ * last thread does (the main thread may pthread_exit() first, then the
+ * program's other threads end): a thread of ours must not keep it alive.
+ * /proc/self/task has a link per thread plus two, and the main thread
+ * stays listed as a zombie once it has exited, which the process's state
+ * in /proc/self/stat shows ('Z'). Without /proc it cannot tell and answers
+ * no. Allocates nothing. */
+static bool bg_alone(void)
+{
+	struct stat st;
+	if (stat("/proc/self/task", &st) || st.st_nlink != 4)
+		return false;   /* more threads than us and the main one (or no /proc) */
+	char buf[256];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	const char *r = strrchr(buf, ')');   /* "pid (comm) S ...": comm may hold anything */
+	return r && r[1] == ' ' && r[2] == 'Z';
+}
+
 static void set_name(bool decay)
 {
 	prctl(PR_SET_NAME, decay ? "uslab-bg" : "uslab-export", 0, 0, 0);
@@ -227,7 +261,13 @@ static void *bg_main(void *arg)
 	uint64_t next_pass = decaying ? 0 : UINT64_MAX;   /* os_real_ms() of the next pass; UINT64_MAX: none due */
 	_Atomic uint32_t *attached = NULL;/* the export word we told readers we serve */
 	uint32_t attached_bits = 0;       /* and what we told them (EXPORT_BG_*) */
+	uint64_t alone_check = os_real_ms() + BG_ALONE_MS;
 	while (atomic_load(&bg.state) == BG_RUNNING) {
+		if (os_real_ms() >= alone_check) {
+			if (bg_alone())
+				break;   /* the program is gone: let the process end (bg_alone) */
+			alone_check = os_real_ms() + BG_ALONE_MS;
+		}
 		if (atomic_load(&bg.decay) != decaying) {   /* serve only -> decay too (start_locked) */
 			decaying = !decaying;
 			set_name(decaying);
@@ -265,6 +305,7 @@ static void *bg_main(void *arg)
 		if (!again && export_bg_pending())
 			continue;
 		uint64_t until = again ? now + BG_RETRY_MS : next_pass;
+		uint64_t nap = alone_check > now ? alone_check - now : 0;   /* no sleep outlives the check */
 		if (until == UINT64_MAX && decaying) {
 			atomic_store(&mem_bg_sleeping, true);
 			if (page_decay()) {   /* dirtied between the pass and now */
@@ -272,12 +313,12 @@ static void *bg_main(void *arg)
 				next_pass = 0;
 				continue;
 			}
-			futex_sleep(w, v, UINT64_MAX);
+			futex_sleep(w, v, nap);
 			atomic_store(&mem_bg_sleeping, false);
 		} else if (until == UINT64_MAX) {
-			futex_sleep(w, v, UINT64_MAX);   /* serving only: until a reader (or stop) wakes us */
+			futex_sleep(w, v, nap);   /* serving only: until a reader (or stop) wakes us */
 		} else if (until > now) {
-			futex_sleep(w, v, until - now);
+			futex_sleep(w, v, until - now < nap ? until - now : nap);
 		}
 		atomic_fetch_add_explicit(&bg.wakeups, 1, memory_order_relaxed);
 	}

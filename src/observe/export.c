@@ -24,8 +24,9 @@
  *      are consistent only per word. And -s, -v and --set must run inside
  *      the process anyway (they take its locks and walk its slabs), so a
  *      process that never reaches a slow path would still not take them.
- *  (b) a thread that sleeps until asked. Costs nothing while nobody asks
- *      (one futex sleep, no wake-ups, a 256 KiB stack reserved), answers
+ *  (b) a thread that sleeps until asked. Costs next to nothing while nobody
+ *      asks (one futex sleep, a wake-up a second to see whether it is the
+ *      last thread: bgthread.c, a 256 KiB stack reserved), answers
  *      reads and commands alike, and keeps the snapshot code where it is.
  * So (b). What it costs and how it is kept safe:
  *  - export off: nothing (no thread, no hook, no file).

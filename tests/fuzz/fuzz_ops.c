@@ -75,6 +75,7 @@
  *     not uslab's at all.
  * Time and state: an input's outcome depends on the input alone, so that
  * a crash artifact replayed alone fails as it failed in the run:
+ *   - no background thread (uslab_background_thread(0) at the start);
  *   - the policy clock (decay of free pages, empty slabs and huge
  *     mappings, slab mode's reap, KFENCE's samples) is held
  *     (os_clock_hold) and moves only when an input says so (op 9 with its
@@ -1266,6 +1267,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!ready) {
 		ready = true;
 		os_clock_hold(true);   /* the file comment, "Time and state" */
+		/* and no uslab thread, whatever FUZZ_USLAB_OPTIONS says: its
+		 * passes would run between an input's ops, on the real clock */
+		if (uslab_background_thread(0) != 0)
+			abort();
 		setup();
 		misuse_selftest();
 	}
