@@ -30,6 +30,7 @@
  *   RUNNING   RUNNING   start_locked with decay (API 1)       decay 0 -> 1, then a kick
  *   RUNNING   STOPPING  stop() (API 0, exit destructor)       CAS, then a kick
  *   STOPPING  OFF       the thread, last thing it does        store, FUTEX_WAKE on state
+ *   RUNNING   OFF       the thread, once it is the last one   the same (bg_alone; see exit)
  *   any       OFF       fork child handler                    the child has no thread;
  *                                                              pending set if it ran
  *
