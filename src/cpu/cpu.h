@@ -318,7 +318,8 @@ USLAB_HIDDEN unsigned long mem_take_back(struct uslab_cache *only, bool all);
 /* The same with cache_mutex held (the export's shrink command). */
 USLAB_HIDDEN unsigned long mem_take_back_locked(struct uslab_cache *only, bool all);
 /* One decay pass over every cache, the page allocator and the huge cache;
- * returns the ms until the next one is due (UINT64_MAX: nothing pending). */
+ * returns the ms until the next one is due (UINT64_MAX: nothing pending).
+ * One thread at a time: the background thread's (decay.c's caches_due). */
 USLAB_HIDDEN uint64_t mem_decay_pass(void);
 /* The background thread (bgthread.c): sleeping with no deadline, and its
  * wake-up (registered by it). */

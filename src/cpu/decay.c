@@ -164,8 +164,10 @@ unsigned long mem_take_back(struct uslab_cache *only, bool all)
  * 12.5-14.9; memreturn's burst 16-18 MiB, now 5-5.6; blocked 25-27 MiB,
  * now 7.8-8.4.
  */
-static uint64_t caches_due;     /* os_now_ms() when the caches' part is next due (bg thread only) */
-static bool caches_pending;     /* the caches' last part left something for a later one (bg thread only) */
+/* Both are the passes' own, unlocked: one thread runs passes, the background
+ * thread (fuzz_ops, the one other caller, stops it first). */
+static uint64_t caches_due;     /* os_now_ms() when the caches' part is next due */
+static bool caches_pending;     /* the caches' last part left something for a later one */
 
 uint64_t mem_decay_pass(void)
 {
