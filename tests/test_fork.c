@@ -518,6 +518,59 @@ static void test_fork_frame(void)
 	frame_user_cache();
 }
 
+/*
+ * A decay pass (the background thread's; here a thread that does what a
+ * pass does around its hold of cache_mutex) holds cache_mutex and waits:
+ * the fork walks the cache list under its hold rather than wait for it,
+ * and the child, where that thread is gone, gets cache_mutex back (it
+ * creates and destroys a cache and forks again). Before 2026-11-27 the
+ * child inherited cache_mutex held.
+ */
+static _Atomic int pass_stage;
+
+static void *fake_pass(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&cache_mutex);
+	fork_pass_begin();
+	atomic_store(&pass_stage, 1);
+	while (atomic_load(&pass_stage) == 1) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	fork_pass_unlock();
+	return NULL;
+}
+
+static void test_fork_pass(void)
+{
+	struct fork_stats a, b;
+	fork_get_stats(&a);
+	atomic_store(&pass_stage, 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, fake_pass, NULL) == 0);
+	while (atomic_load(&pass_stage) != 1)
+		sched_yield();
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct fork_stats c;
+		fork_get_stats(&c);
+		if (c.reset != a.reset + 1)
+			child_fail("cache_mutex was not given back");
+		child_checks(NULL, NULL, 0, true);
+		_exit(17);
+	}
+	int r = wait_child(pid);
+	atomic_store(&pass_stage, 2);
+	pthread_join(t, NULL);
+	CHECKF(r == 17, "child: %d", r);
+	fork_get_stats(&b);
+	CHECKF(b.proxied == a.proxied + 1 && b.left == a.left && b.self == a.self, "proxied %llu -> %llu, left %llu -> %llu",
+	       (unsigned long long)a.proxied, (unsigned long long)b.proxied, (unsigned long long)a.left,
+	       (unsigned long long)b.left);
+}
+
 int main(void)
 {
 	check_init("test_fork");
@@ -532,6 +585,7 @@ int main(void)
 	if (!UNDER_TSAN) {   /* TSan delivers signals at its own points, and keeps its own lock state */
 		RUN(test_fork_signal);
 		RUN(test_fork_frame);
+		RUN(test_fork_pass);   /* (it gives a mutex back in the child, which TSan would call a double lock) */
 	}
 	for (int c = 0; c < NCACHES; c++)
 		destroy_silently(caches[c]);

@@ -87,10 +87,10 @@ static void print_fork_stats(void)
 	struct fork_stats st;
 	fork_get_stats(&st);
 	printf("    fork handlers: %llu with threads, %llu lone, %llu nested, %llu self-interrupted, %llu owner "
-	       "windows, %llu locks left, %llu waits\n",
+	       "windows, %llu locks left, %llu waits, %llu under a decay pass's hold\n",
 	       (unsigned long long)st.forks, (unsigned long long)st.lone, (unsigned long long)st.nested,
 	       (unsigned long long)st.self, (unsigned long long)st.windows, (unsigned long long)st.left,
-	       (unsigned long long)st.waits);
+	       (unsigned long long)st.waits, (unsigned long long)st.proxied);
 #endif
 }
 

@@ -33,7 +33,9 @@
  * Taking the locks without a cycle. The handler never waits for a lock
  * while it holds another allocator lock: it sweeps them with trylock, and
  * at the first busy one it gives back what it took, waits for that one
- * alone, and sweeps again (keeping it). While it waits it holds only the
+ * alone, and sweeps again (keeping it; a lock of a program cache's is not
+ * waited for but tried again after a pause, as its memory is pinned only
+ * while cache_mutex is held: wait_retry). While it waits it holds only the
  * list lock, which no thread waits for while it holds an allocator lock
  * (uslab calls no stdio: reports use write(2)). So the wait ends as soon as
  * the holder can go on, whatever order other code takes allocator locks
@@ -92,6 +94,40 @@
  * slabs and objects they hold and a block it had taken stay allocated in
  * the child: a leak bounded by what one thread holds. Every object in them
  * can still be freed by the child.
+ *
+ * Decay passes. A decay pass (decay.c, on the background thread) holds
+ * cache_mutex for all of its work and takes node, barn and page locks
+ * under it, one at a time: it changes nothing cache_mutex protects (the
+ * lists are only read; its counters of what it saw are its own) and never
+ * waits for a lock while it holds one but cache_mutex (pcpu.c's drains
+ * flush after they give the part's lock back). A fork neither waits for
+ * the pass nor leaves cache_mutex to it:
+ *   - the handler that finds cache_mutex busy with a pass walks the cache
+ *     list under the pass's hold (nobody can change the list while the
+ *     pass holds it, and the pass does not) and takes every other lock as
+ *     usual; the pass, wanting one of them, waits for it holding
+ *     cache_mutex alone;
+ *   - the pass cannot end while the handler walks: the two meet on two
+ *     words, seq_cst (the pass's thread id, set while it holds
+ *     cache_mutex; the handler's walk flag):
+ *
+ *       handler (sweep)                   pass (fork_pass_unlock)
+ *       walk = 1                          pass_tid = 0
+ *       t = pass_tid; t == owner? proxy   while (walk) wait
+ *       ... fork ... release: walk = 0    unlock cache_mutex, pass_owner = 0
+ *
+ *     either the handler sees 0 (and waits for cache_mutex as for any
+ *     lock) or the pass sees the flag (and waits for the handler);
+ *   - the child, where the pass's thread is gone, gives cache_mutex back
+ *     (a fresh mutex) if that thread holds it (pass_owner, which stays set
+ *     until the pass has unlocked, so also when the fork came while the
+ *     pass waited at its end): what it protects is as the pass found it. What the
+ *     pass held in its hands (a drained part's sheaves, a barn's) stays
+ *     allocated in the child, as a vanished thread's does (below).
+ * So the child of a fork from a signal handler whose frame holds the lock
+ * the pass waits for (the page lock inside malloc) does not inherit a held
+ * cache_mutex: before 2026-11-27 it did, and hung at its next cache
+ * operation (the reason the background thread was not on by default).
  *
  * What the child may do: everything (allocate, free the parent's blocks,
  * create and destroy caches, start threads, fork again), but see above for
@@ -159,10 +195,22 @@ static struct {
 	pthread_mutex_t *busy;    /* where the last sweep stopped */
 	pthread_mutex_t *mine[FORK_MINE_MAX];   /* the frame's locks */
 	unsigned nmine;
+	bool proxy;               /* the cache list is walked under a decay pass's cache_mutex */
+	bool busy_pinned;         /* busy is not a lock of a program cache's (see wait_retry) */
+	pthread_mutex_t *anon;    /* such a lock seen held with no owner recorded, */
+	uint64_t anon_since;      /* since then (os_real_ms) */
 } F;
 
+/* The decay pass protocol (see the top): the thread whose pass holds
+ * cache_mutex (0: none), and the handler's walk under it. */
+static _Atomic pid_t pass_tid;
+static _Atomic bool pass_walk;
+/* The thread of the pass that holds cache_mutex, set from the pass's begin
+ * until after it gave cache_mutex back: the child handler's test. */
+static _Atomic pid_t pass_owner;
+
 static struct {
-	_Atomic uint64_t forks, lone, nested, self, windows, left, waits;
+	_Atomic uint64_t forks, lone, nested, self, windows, left, waits, proxied, reset;
 } stats;
 
 static void count(_Atomic uint64_t *c, uint64_t n)
@@ -179,6 +227,26 @@ void fork_get_stats(struct fork_stats *st)
 	st->windows = atomic_load_explicit(&stats.windows, memory_order_relaxed);
 	st->left = atomic_load_explicit(&stats.left, memory_order_relaxed);
 	st->waits = atomic_load_explicit(&stats.waits, memory_order_relaxed);
+	st->proxied = atomic_load_explicit(&stats.proxied, memory_order_relaxed);
+	st->reset = atomic_load_explicit(&stats.reset, memory_order_relaxed);
+}
+
+void fork_pass_begin(void)
+{
+	pid_t t = (pid_t)syscall(SYS_gettid);
+	atomic_store(&pass_owner, t);
+	atomic_store(&pass_tid, t);
+}
+
+void fork_pass_unlock(void)
+{
+	atomic_store(&pass_tid, 0);
+	while (atomic_load(&pass_walk)) {   /* a fork walks the list under our hold: until it is done */
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+	pthread_mutex_unlock(&cache_mutex);
+	atomic_store(&pass_owner, 0);
 }
 
 /* ---- the locks ---------------------------------------------------------- */
@@ -222,12 +290,19 @@ static bool walk_cache(struct uslab_cache *s, lock_fn fn)
  * list walkable (one pointer store at a time, the cache freed after it is
  * unlinked).
  */
+static bool in_list;   /* walk_inner is in the cache list: its locks' memory is pinned by cache_mutex only */
+
 static bool walk_inner(lock_fn fn)
 {
-	if (mutex_owner(&cache_mutex) == F.tid && F.tid)
+	if ((mutex_owner(&cache_mutex) == F.tid && F.tid) || F.proxy) {
+		in_list = true;
 		for (struct uslab_cache *s = cache_list; s; s = s->next)
-			if (!walk_cache(s, fn))
+			if (!walk_cache(s, fn)) {
+				in_list = false;
 				return false;
+			}
+		in_list = false;
+	}
 	for (unsigned i = 0; i < sizeof internal_caches / sizeof internal_caches[0]; i++)
 		if (!walk_cache(internal_caches[i], fn))
 			return false;
@@ -328,9 +403,35 @@ static void scan_frame(void)
 
 /* ---- taking and giving back --------------------------------------------------- */
 
+/* cache_mutex is busy: is it a decay pass's, and may the sweep walk the
+ * cache list under it? (The meeting at the top; F.proxy until release.) */
+static bool proxy_take(void)
+{
+	pid_t t = atomic_load(&pass_tid);
+	if (!t || t == F.tid || mutex_owner(&cache_mutex) != t)
+		return false;
+	atomic_store(&pass_walk, true);
+	if (atomic_load(&pass_tid) == t && mutex_owner(&cache_mutex) == t) {
+		F.proxy = true;
+		return true;
+	}
+	atomic_store(&pass_walk, false);
+	return false;
+}
+
+static void proxy_drop(void)
+{
+	if (F.proxy) {
+		F.proxy = false;
+		atomic_store(&pass_walk, false);
+	}
+}
+
 static bool try_one(pthread_mutex_t *m)
 {
 	if (m == F.held || is_mine(m) || !pthread_mutex_trylock(m))
+		return true;
+	if (m == &cache_mutex && (F.proxy || proxy_take()))
 		return true;
 	if (mutex_owner(m) == F.tid) {   /* the frame's (a lock of a program's cache) */
 		add_mine(m);
@@ -340,7 +441,18 @@ static bool try_one(pthread_mutex_t *m)
 		count(&stats.left, 1);
 		return true;
 	}
+	if (in_list && mutex_locked(m) && !mutex_owner(m)) {   /* (wait_for's window, for wait_retry) */
+		if (m != F.anon) {
+			F.anon = m;
+			F.anon_since = os_real_ms();
+		} else if (os_real_ms() - F.anon_since >= FORK_WINDOW_MS) {
+			add_mine(m);
+			count(&stats.windows, 1);
+			return true;
+		}
+	}
 	F.busy = m;
+	F.busy_pinned = !in_list;
 	return false;
 }
 
@@ -387,6 +499,7 @@ static void release(pthread_mutex_t *stop)
 	if (F.held && handler_holds(F.held))
 		pthread_mutex_unlock(F.held);
 	F.held = NULL;
+	proxy_drop();   /* (after the walk above, which may have needed it) */
 }
 
 /*
@@ -431,6 +544,28 @@ static void wait_for(pthread_mutex_t *m)
 	}
 }
 
+/*
+ * The busy lock was a program cache's (its node, barn or a CPU part's
+ * lock): its memory is the cache's or the part's, which uslab_cache_destroy
+ * frees, and only cache_mutex (which the handler has just given back) keeps
+ * it. So do not wait on it: a wait that took it could hold a lock in freed
+ * memory, which the next sweep (finding a new part at the same address)
+ * would take for its own while another thread held the new one; the child
+ * then inherited that lock held (test_fork's busy forks, 1 child in 20
+ * under load, before 2026-11-27). Pause and sweep again instead: its holder
+ * lets go within a slow path (a self-interrupted fork gives up at its
+ * deadline, as wait_for does).
+ */
+static void wait_retry(void)
+{
+	count(&stats.waits, 1);
+	if (F.self && os_real_ms() >= F.deadline) {
+		F.give_up = true;
+		return;
+	}
+	pause_ns(FORK_SLICE_NS / 10);
+}
+
 /* ---- the handlers ----------------------------------------------------------------- */
 
 static void stdio_lock(void)
@@ -470,14 +605,21 @@ static void fork_prepare(void)
 	F.give_up = false;
 	F.held = NULL;
 	F.nmine = 0;
+	F.proxy = false;
+	F.anon = NULL;
 	count(&stats.forks, 1);
 	scan_frame();
 	while (!sweep()) {
 		release(F.busy);
-		wait_for(F.busy);
+		if (F.busy_pinned)
+			wait_for(F.busy);
+		else
+			wait_retry();
 	}
 	if (F.self)
 		count(&stats.self, 1);
+	if (F.proxy)
+		count(&stats.proxied, 1);
 }
 
 static void fork_parent(void)
@@ -507,6 +649,16 @@ static void fork_child(void)
 	}
 	release(NULL);
 	F.active = false;
+	/* cache_mutex held by a decay pass, whose thread is gone (under the
+	 * handler's walk, or left after a self-interrupted fork's wait) */
+	pid_t t = atomic_load(&pass_owner);
+	if (t && t != F.tid && mutex_locked(&cache_mutex) && mutex_owner(&cache_mutex) == t) {
+		pthread_mutex_init(&cache_mutex, NULL);
+		count(&stats.reset, 1);
+	}
+	atomic_store(&pass_tid, 0);
+	atomic_store(&pass_owner, 0);
+	atomic_store(&pass_walk, false);
 	core_hooks.fork_child();   /* the vanished threads' CPU parts: settled at the next slow path */
 }
 

@@ -31,6 +31,8 @@ struct fork_stats {
 	uint64_t windows;   /* locks found held with no owner recorded and taken for the frame's */
 	uint64_t left;      /* locks left to other threads after the wait bound (self forks only) */
 	uint64_t waits;     /* times the handler gave back what it held to wait for one lock */
+	uint64_t proxied;   /* forks that walked the cache list under a decay pass's hold of cache_mutex */
+	uint64_t reset;     /* children that got cache_mutex back from a vanished pass thread */
 };
 USLAB_HIDDEN void fork_get_stats(struct fork_stats *st);
 

@@ -703,6 +703,12 @@ static inline void core_stat_inc(struct uslab_cache *s, struct cpu_cache *c, enu
 
 /* ---- fork.c ---------------------------------------------------------------- */
 USLAB_HIDDEN void fork_init(void);
+/* A decay pass's hold of cache_mutex (decay.c), for fork (fork.c: "Decay
+ * passes"): begin right after taking it; fork_pass_unlock() gives it back.
+ * Between the two the pass changes nothing cache_mutex protects and waits
+ * for other allocator locks with cache_mutex as its only one. */
+USLAB_HIDDEN void fork_pass_begin(void);
+USLAB_HIDDEN void fork_pass_unlock(void);
 
 /* ---- cache.c ---------------------------------------------------------- */
 /* cache_mutex protects: the cache list, cache ids, every cache's cpu_list,

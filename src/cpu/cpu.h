@@ -293,6 +293,13 @@ USLAB_HIDDEN void *sheaf_alloc_slow(struct uslab_cache *s, struct cpu_cache *c);
 USLAB_HIDDEN void sheaf_free_slow(struct uslab_cache *s, struct cpu_cache *c, void *x);
 /* Give main and spare back (to the barn if they fit, else the slabs). */
 USLAB_HIDDEN void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn);
+/* sheaf_flush_cpu in two steps, so that a part's lock need not be held
+ * while the objects go back (pcpu.c's drains): take main and spare out of
+ * c (sh[0], sh[1], either may be NULL), leaving it without sheaves; then
+ * give them back as sheaf_flush_cpu does, counted on c (NULL: on the
+ * cache). */
+USLAB_HIDDEN void sheaf_detach_cpu(struct cpu_cache *c, struct sheaf *sh[2]);
+USLAB_HIDDEN void sheaf_flush_detached(struct uslab_cache *s, struct cpu_cache *c, struct sheaf *sh[2], bool to_barn);
 /* Flush every sheaf in the barn to the slabs and free the sheaves. */
 USLAB_HIDDEN void sheaf_flush_barn(struct uslab_cache *s);
 /* Another thread's part: take its spare sheaf (objects to the barn if it is

@@ -37,9 +37,14 @@
  * the slabs it owns, and what others freed to its inbox).
  *
  * Locks: cache_mutex across a pass (the parts cannot go away), then node
- * and barn locks as the flushes take them; the page lock last. The pass
- * reads each part's slow-path count (relaxed) and remembers it in
- * seen_ops (only passes, under cache_mutex, touch that).
+ * and barn locks as the flushes take them, and the page lock, one at a
+ * time: a pass never waits for a lock while it holds one but cache_mutex
+ * (pcpu.c's drains flush after they give a part's lock back), and changes
+ * nothing cache_mutex protects. fork.c relies on both ("Decay passes"):
+ * a fork walks the cache list under the pass's hold rather than wait, and
+ * the child gets cache_mutex back. The pass reads each part's slow-path
+ * count (relaxed) and remembers it in seen_ops (only passes, under
+ * cache_mutex, touch that).
  */
 #include "cpu.h"
 
@@ -176,9 +181,10 @@ uint64_t mem_decay_pass(void)
 	if (now >= caches_due || caches_due - now > delay / 2) {   /* (or the delay was shortened) */
 		bool pending = false;
 		pthread_mutex_lock(&cache_mutex);
+		fork_pass_begin();   /* fork.c, "Decay passes": a fork need not wait for us */
 		for (struct uslab_cache *s = cache_list; s; s = s->next)
 			pending |= decay_cache_locked(s, false, NULL, &taken);
-		pthread_mutex_unlock(&cache_mutex);
+		fork_pass_unlock();
 		page_age_since(now);   /* what it freed was unused for a pass already */
 		caches_pending = pending;
 		caches_due = now + delay / 2;

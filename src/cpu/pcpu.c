@@ -470,15 +470,29 @@ void pcpu_free_bulk_marked(struct uslab_cache *s, void **objs, unsigned k)
 
 /* ---- other threads: decay, shrink, retune, destroy (cache_mutex held) ------------------- */
 
-/* Give back what c holds (plock held): its sheaves to the barn (whole full
- * ones, to_barn) or the slabs. Returns the objects. */
-static unsigned drain(struct uslab_cache *s, struct cpu_cache *c, bool to_barn)
+/* Take what c holds (plock held): its sheaves, detached into sh, and c
+ * left empty (its next operation sets main up again). Returns the objects.
+ * drain_end() gives them back once plock is released: a drain never waits
+ * for the barn, node or page locks while it holds a part's lock. So a
+ * decay pass (the background thread) that waits for one of those holds
+ * cache_mutex alone, which fork.c's child handler can give back for it
+ * (fork_child: the thread is gone, and a pass changes nothing that
+ * cache_mutex protects). */
+static unsigned drain_begin(struct cpu_cache *c, struct sheaf *sh[2])
 {
 	part_close(c);
 	unsigned n = (c->main ? c->n : 0) + atomic_load_explicit(&c->spare_n, memory_order_relaxed);
-	sheaf_flush_cpu(s, c, to_barn);
-	part_open(c);   /* empty: its next operation sets main up again */
+	sheaf_detach_cpu(c, sh);
+	part_open(c);
 	return n;
+}
+
+/* The rest of a drain, plock released: the sheaves' objects to the barn
+ * (whole full ones, to_barn) or the slabs, counted on the cache (c's
+ * counters are its CPU's slow paths', which may run meanwhile). */
+static void drain_end(struct uslab_cache *s, struct sheaf *sh[2], bool to_barn)
+{
+	sheaf_flush_detached(s, NULL, sh, to_barn);
 }
 
 bool pcpu_decay(struct uslab_cache *s, bool all, unsigned long *taken)
@@ -505,8 +519,10 @@ bool pcpu_decay(struct uslab_cache *s, bool all, unsigned long *taken)
 			pending = true;
 			continue;
 		}
-		*taken += drain(s, c, !all);
+		struct sheaf *sh[2];
+		*taken += drain_begin(c, sh);
 		pthread_mutex_unlock(&c->plock);
+		drain_end(s, sh, !all);
 	}
 	return pending;
 }
@@ -521,25 +537,29 @@ void pcpu_retune(struct uslab_cache *s)
 	for (struct uslab_cache *a = s->aliases; a; a = a->alias_next)
 		atomic_store_explicit(&a->per_cpu, keep, memory_order_relaxed);
 	for (struct cpu_cache *c = s->pcpu_list; c; c = c->cnext) {
+		struct sheaf *sh[2] = { NULL, NULL };
 		pthread_mutex_lock(&c->plock);
 		if (!c->pcpu_retired) {
-			drain(s, c, false);   /* the next slow path sets main up with the new capacity */
+			drain_begin(c, sh);   /* the next slow path sets main up with the new capacity */
 			if (!keep)
 				retire(s, c);
 		}
 		pthread_mutex_unlock(&c->plock);
+		drain_end(s, sh, false);
 	}
 }
 
 void pcpu_destroy(struct uslab_cache *s)
 {
 	for (struct cpu_cache *c = s->pcpu_list; c; c = c->cnext) {
+		struct sheaf *sh[2] = { NULL, NULL };
 		pthread_mutex_lock(&c->plock);
 		if (!c->pcpu_retired) {
-			drain(s, c, false);
+			drain_begin(c, sh);
 			retire(s, c);
 		}
 		pthread_mutex_unlock(&c->plock);
+		drain_end(s, sh, false);
 	}
 }
 

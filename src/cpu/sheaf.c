@@ -348,15 +348,27 @@ bool sheaf_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
  * to_barn and it has room) or to the slabs; the sheaves themselves to the
  * barn's empty list or freed. The part is left without sheaves (its next
  * slow path sets it up again). */
-void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn)
+void sheaf_detach_cpu(struct cpu_cache *c, struct sheaf *sh[2])
 {
-	struct sheaf *sh[2] = { c->main ? take_main(c) : NULL, spare_take(c) };
+	sh[0] = c->main ? take_main(c) : NULL;
+	sh[1] = spare_take(c);
 	if (!sh[0] && !sh[1])
 		return;
 	c->main = NULL;
 	c->objs = cpu_empty.objs;
 	c->cap = 0;
 	cpu_set_n(c, 0);
+}
+
+void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn)
+{
+	struct sheaf *sh[2];
+	sheaf_detach_cpu(c, sh);
+	sheaf_flush_detached(s, c, sh, to_barn);
+}
+
+void sheaf_flush_detached(struct uslab_cache *s, struct cpu_cache *c, struct sheaf *sh[2], bool to_barn)
+{
 	for (unsigned i = 0; i < 2; i++) {
 		if (!sh[i])
 			continue;
