@@ -19,10 +19,12 @@
 # if missing).
 #
 #   bench/memreturn.sh [--quick] [--mib N] [--idle S] [--threads N]
-#                      [--allocators "uslab uslab-bg glibc jemalloc mimalloc"]
+#                      [--allocators "uslab uslab-nobg uslab-bg glibc jemalloc mimalloc"]
 #                      [--scenarios "burst blocked"] [--no-save] [--out DIR]
 #
-#   uslab      libuslab-malloc.so, USLAB_OPTIONS=background_thread=0
+#   uslab      libuslab-malloc.so with its defaults (since 2026-11-27 the
+#              background thread runs once the program has threads)
+#   uslab-nobg libuslab-malloc.so, USLAB_OPTIONS=background_thread=0
 #   uslab-bg   libuslab-malloc.so, USLAB_OPTIONS=background_thread=1
 #   uslab-tls  uslab with cpu_backend=tls (sheaves on parts of threads)
 #   uslab-home uslab with slub_cpu_mode=home
@@ -48,7 +50,7 @@ PY=/usr/bin/python3
 mib=512
 idle=6
 threads=64
-allocators="uslab uslab-bg glibc jemalloc mimalloc"
+allocators="uslab uslab-nobg uslab-bg glibc jemalloc mimalloc"
 scenarios="burst blocked"
 save=1
 quick=0
@@ -87,7 +89,8 @@ fi
 
 # ---- allocators ---------------------------------------------------------------------------
 declare -A LIB OPT
-LIB[uslab]=$BUILD/libuslab-malloc.so;    OPT[uslab]="background_thread=0"
+LIB[uslab]=$BUILD/libuslab-malloc.so;    OPT[uslab]=""
+LIB[uslab-nobg]=$BUILD/libuslab-malloc.so; OPT[uslab-nobg]="background_thread=0"
 LIB[uslab-bg]=$BUILD/libuslab-malloc.so; OPT[uslab-bg]="background_thread=1"
 # the per-CPU backend's fallback and the thread-owned mode, for comparison
 LIB[uslab-tls]=$BUILD/libuslab-malloc.so; OPT[uslab-tls]="background_thread=0 cpu_backend=tls"
@@ -165,7 +168,7 @@ for s in scenarios:
         out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %+.1f | %s |" % (a, v("start"), v("peak"), v("freed"),
                    v(marks[0]), v(marks[1]), v(marks[2]), v("trim") if "trim" in p else "n/a", d, ratio))
     if s == "burst" and je:
-        for a in ("uslab", "uslab-bg"):
+        for a in ("uslab", "uslab-nobg", "uslab-bg"):
             if a in rows:
                 p = rows[a][0]
                 ok1 = p[marks[t1]] <= 1.2 * je
@@ -192,7 +195,7 @@ png=$out/$date-memreturn.png
 	echo
 	echo "\`bash bench/memreturn.sh --mib $mib --idle $idle --threads $threads\` on $(nproc) CPUs ($(uname -sr));"
 	echo "RSS from /proc/self/statm, sampled by the program itself; uslab's USLAB_OPTIONS: ${USLAB_OPTIONS:-(none)}"
-	echo "plus background_thread=0 (uslab) or =1 (uslab-bg). See bench/memreturn.c for the scenarios."
+	echo "plus nothing (uslab: the defaults), background_thread=0 (uslab-nobg) or =1 (uslab-bg). See bench/memreturn.c for the scenarios."
 	echo
 	echo "$TABLES"
 	echo "![RSS over time]($(basename "$png"))"

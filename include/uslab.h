@@ -550,8 +550,12 @@ USLAB_API int uslab_export_refresh(void);
  * barns, idle threads' spare sheaves, free pages, freed huge mappings) and,
  * with the export on, answers uslabinfo at once. The same as
  * USLAB_OPTIONS=background_thread, which starts it at the first safe point
- * after initialisation. The export alone starts the same thread to serve
- * uslabinfo only (no decay passes) unless background_thread=0.
+ * after initialisation. Without that option the malloc family (where the
+ * process's malloc is libuslab-malloc's) starts it by default once the
+ * program has started a thread of its own (a single-threaded program gets
+ * none); libuslab.so alone never does unasked. The export alone starts the
+ * same thread to serve uslabinfo only (no decay passes, but for that
+ * default) unless background_thread=0.
  *
  * enable 1 starts it (a thread that only serves the export starts decay
  * passes too; nothing if it runs them already); 0 stops it, also the
@@ -564,7 +568,8 @@ USLAB_API int uslab_export_refresh(void);
  * "uslab-export" while it only serves the export; exit waits at most
  * 100 ms for a pass or snapshot it has under way; it does not survive
  * fork(): a child whose parent ran it starts its own, in the same role, on
- * its first allocation slow path.
+ * its first allocation slow path (the default's once the child has threads
+ * of its own).
  */
 USLAB_API int uslab_background_thread(int enable);
 

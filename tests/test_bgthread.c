@@ -19,7 +19,9 @@
  *                                     prints READY with its own pid and blocks
  *                                     in read(2); the parent waits for it)
  *   test_bgthread option-child W      (internal) the option path; W: 1 decay
- *                                     thread, s serving thread, 0 none
+ *                                     thread, s serving thread, 0 none; t, e,
+ *                                     n: the default once the program starts
+ *                                     a thread (option_child)
  *   test_bgthread exit-child MODE     (internal) exit while the thread runs
  *   test_bgthread serve-child         (internal) the serving thread's stress
  *                                     test, run with USLAB_OPTIONS=export
@@ -314,11 +316,37 @@ static void test_api(void)
 
 /* ---- USLAB_OPTIONS ----------------------------------------------------------------- */
 
+/* A thread of the program's own: slow paths until told to stop. */
+static _Atomic bool own_stop;
+
+static void *own_thread(void *arg)
+{
+	uint64_t seed = (uintptr_t)arg;
+	while (!atomic_load(&own_stop)) {
+		burst(256 * 1024, seed++);   /* more than the parts hold: slow paths */
+		sleep_ms(2);
+	}
+	return NULL;
+}
+
+/* Built twice: linked with libuslab.a (malloc is glibc's), and as
+ * test_bgthread_malloc with libuslab-malloc.a (malloc is ours), which runs
+ * test_option only. */
+#ifndef MALLOC_OURS
+#define MALLOC_OURS 0
+#endif
+
 /* want: '1' a thread with decay passes, 's' one that only serves the
- * export, '0' none. */
+ * export, '0' none; once the program starts a thread of its own: 't' a
+ * decay thread (the malloc family's default), 'e' the serving thread, then
+ * decay passes too (the same, with export), 'n' none even then, 'S' the
+ * serving thread only even then (libuslab alone, malloc not ours). */
 static int option_child(char want)
 {
-	CHECKF(!running() && bg_threads() == 0 && export_threads() == 0, "a thread before the first allocation");
+	/* (where malloc is ours, libc's own allocations before main ran init,
+	 * and the constructor was the safe point) */
+	CHECKF(MALLOC_OURS || (!running() && bg_threads() == 0 && export_threads() == 0),
+	       "a thread before the first allocation");
 	void *x = uslab_malloc(100);   /* init, then a slow path: the safe point */
 	CHECK(x != NULL);
 	uslab_free(x);
@@ -337,6 +365,26 @@ static int option_child(char want)
 		sleep_ms(50);   /* a window for a wrong pass: a slower machine only shrinks it */
 		bg_get_stats(&st);
 		CHECKF(st.passes == 0, "a serving thread ran %llu decay passes", (unsigned long long)st.passes);
+	} else if (want == 't' || want == 'e' || want == 'n' || want == 'S') {
+		if (want == 'e' || want == 'S')
+			CHECKF(wait_count(export_threads, 1, CHECK_HANG_S), "export given, no uslab-export thread");
+		sleep_ms(50);   /* single-threaded so far: no decay thread */
+		CHECKF(bg_threads() == 0, "a decay thread before the program had threads");
+		atomic_store(&own_stop, false);
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, own_thread, (void *)(uintptr_t)7) == 0);
+		if (want == 'n' || want == 'S') {
+			sleep_ms(300);   /* (program_threaded() looks every 100 ms at most) */
+			bg_get_stats(&st);
+			CHECKF(bg_threads() == 0 && !st.decay, "no default here, yet a decay thread");
+			CHECKF(want == 'S' ? export_threads() == 1 : !st.running, "%d serving threads", export_threads());
+		} else {
+			CHECKF(wait_threads(1, CHECK_HANG_S), "a program thread, yet %d decay threads", bg_threads());
+			bg_get_stats(&st);
+			CHECK(st.running && st.decay && export_threads() == 0);
+		}
+		atomic_store(&own_stop, true);
+		pthread_join(t, NULL);
 	} else {
 		sleep_ms(50);
 		CHECKF(!running() && bg_threads() == 0 && export_threads() == 0, "background_thread=0, yet a thread");
@@ -357,6 +405,11 @@ static void test_option(void)
 		{ "export decay_ms=150", "s" },
 		{ "export background_thread decay_ms=150", "1" },
 		{ "export background_thread=0 decay_ms=150", "0" },
+		/* a program thread: the malloc family's default starts one where
+		 * malloc is ours (test_bgthread_malloc), libuslab alone never */
+		{ "decay_ms=150", MALLOC_OURS ? "t" : "n" },
+		{ "export decay_ms=150", MALLOC_OURS ? "e" : "S" },
+		{ "background_thread=0 decay_ms=150", "n" },
 	};
 	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		double secs;
@@ -364,8 +417,13 @@ static void test_option(void)
 		int st = run_self(args, cases[i].opts, &secs);
 		CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "USLAB_OPTIONS='%s': child status 0x%x", cases[i].opts, st);
 		printf("    USLAB_OPTIONS='%s': %s\n", cases[i].opts,
-		       cases[i].want[0] == '1' ? "a thread (uslab-bg)" : cases[i].want[0] == 's' ? "a serving thread (uslab-export)"
-												: "no thread");
+		       cases[i].want[0] == '1'   ? "a thread (uslab-bg)"
+		       : cases[i].want[0] == 's' ? "a serving thread (uslab-export)"
+		       : cases[i].want[0] == 't' ? "none while single-threaded, then uslab-bg once the program starts a thread"
+		       : cases[i].want[0] == 'e' ? "uslab-export, then uslab-bg once the program starts a thread"
+		       : cases[i].want[0] == 'n' ? "none, also once the program starts a thread"
+		       : cases[i].want[0] == 'S' ? "uslab-export, serving only also once the program starts a thread"
+						 : "no thread");
 	}
 }
 
@@ -647,10 +705,20 @@ static bool wait_ack(struct export_header *h, uint64_t r, double seconds)
 
 /* Wait (bounded) until the header's `bg` is bits and the slow-path hook is
  * set (or not) as a served export wants. */
+/* Is a start pending (the malloc family's default waits for the program's
+ * first thread on the slow-path hook)? */
+static bool start_pending(void)
+{
+	struct bg_stats st;
+	bg_get_stats(&st);
+	return st.pending;
+}
+
 static bool wait_served(struct export_header *h, uint32_t bits, double seconds)
 {
 	double t0 = check_now();
-	while (atomic_load(&h->bg) != bits || (atomic_load(&slab_slow_hook) == NULL) != (bits != 0)) {
+	/* served: no slow-path hook, but while a start waits */
+	while (atomic_load(&h->bg) != bits || (atomic_load(&slab_slow_hook) == NULL) != (bits != 0 && !start_pending())) {
 		if (check_now() - t0 > seconds)
 			return false;
 		sleep_ms(2);
@@ -1068,8 +1136,12 @@ int main(int argc, char **argv)
 		return serve_child();
 	if (argc >= 2 && !strcmp(argv[1], "last-child"))
 		return last_child();
-	check_init("test_bgthread");
+	check_init(MALLOC_OURS ? "test_bgthread_malloc" : "test_bgthread");
 	malloc_init_once();
+	if (MALLOC_OURS) {   /* the default's cases; the rest run in test_bgthread */
+		RUN(test_option);
+		return 0;
+	}
 	RUN(test_api);
 	RUN(test_option);
 	RUN(test_fork_threaded);

@@ -101,11 +101,16 @@
  * The thread goes on after dlclose; uslab_background_thread(0) before
  * dlclose stops it.
  *
- * On by default? Decay passes are off for libuslab.so and for the malloc
- * family (BG_MALLOC_DEFAULT below): README's "Memory return" says why.
- * When BG_MALLOC_DEFAULT is 1 and the option is not given, they start when
- * the process's malloc is this library's (the malloc family preloaded or
- * linked), checked with dladdr at the first safe point.
+ * On by default? For the malloc family, once the program has threads of
+ * its own (BG_MALLOC_DEFAULT below; README's "Memory return" says why):
+ * with the option not given, decay passes start at the first safe point
+ * after the program started a thread (program_threaded()) where the
+ * process's malloc is this library's (the malloc family preloaded or
+ * linked, checked with dladdr). A single-threaded program gets no thread
+ * (it stays single-threaded to glibc); libuslab.so alone never starts one
+ * unasked. A forked child of a default start waits for its own first
+ * thread (bg.by_default). A pass's hold of cache_mutex never makes a fork
+ * wait or leaves the child a held lock: core/fork.c, "Decay passes".
  *
  * Locks: bg.lock serializes uslab_background_thread() calls (and the
  * deferred start, by trylock); the thread never takes it. The thread takes
@@ -130,15 +135,26 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The malloc family's default when USLAB_OPTIONS does not say (the lead
- * decides after measuring: README, "Memory return"). */
+/* The malloc family's default when USLAB_OPTIONS does not say: 1, decay
+ * passes once the program has threads of its own (measured: README,
+ * "Memory return"). */
 #ifndef BG_MALLOC_DEFAULT
-#define BG_MALLOC_DEFAULT 0
+#define BG_MALLOC_DEFAULT 1
+#endif
+
+/* Has the program never started a thread? (glibc's own flag, which it
+ * clears for good at the first pthread_create.) Without it: never. */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+#include <sys/single_threaded.h>
+#define lone_process() (__libc_single_threaded != 0)
+#else
+#define lone_process() false
 #endif
 
 #define BG_EXIT_WAIT_MS 100   /* exit waits at most this long for a pass in flight */
 #define BG_RETRY_MS     1     /* a request another thread was serving: look again */
 #define BG_ALONE_MS     1000  /* how often the thread looks whether it is the last one */
+#define BG_TASKS_MS     100   /* how often a slow path counts threads (program_threaded) */
 #ifdef USLAB_SANITIZER
 #define BG_STACK 0            /* the default: sanitizers need more stack */
 #else
@@ -151,7 +167,8 @@ enum { BG_OFF = 0, BG_RUNNING = 1, BG_STOPPING = 2 };
 /* A start waiting for a safe point: what the thread should do. */
 enum {
 	PENDING_DECAY = 1,            /* decay passes (background_thread) */
-	PENDING_DECAY_IF_MALLOC = 2,  /* decay passes if malloc is ours (BG_MALLOC_DEFAULT) */
+	PENDING_DECAY_IF_MALLOC = 2,  /* decay passes if malloc is ours, once the program has
+				       * threads (BG_MALLOC_DEFAULT) */
 	PENDING_SERVE = 4,            /* serve the export */
 };
 
@@ -164,6 +181,9 @@ static struct {
 	_Atomic uint32_t state;           /* BG_*: a futex word stop() waits on */
 	_Atomic bool decay;               /* the running thread runs decay passes (set before
 					   * RUNNING or before a kick; cleared only with no thread) */
+	_Atomic bool by_default;          /* its decay passes are the default's (no option) */
+	_Atomic bool made_threaded;       /* the thread was made while the program had none */
+	_Atomic uint64_t tasks_due;       /* program_threaded(): when to count again (relaxed) */
 	_Atomic int pending;              /* PENDING_* bits: a start waits for a safe point */
 	_Atomic bool ctor_ran;            /* our constructor ran: libc is up */
 	_Atomic bool exiting;             /* exit began: never start again */
@@ -349,6 +369,7 @@ static int start_locked(bool decay)
 		return -1;
 	}
 	atomic_store(&bg.decay, decay);
+	atomic_store(&bg.made_threaded, lone_process());
 	atomic_store(&bg.state, BG_RUNNING);
 	pthread_attr_t a;
 	sigset_t all, old;
@@ -407,6 +428,24 @@ static bool uslab_is_malloc(void)
 	return dladdr((void *)m, &a) && dladdr((void *)&bg_init, &b) && a.dli_fbase == b.dli_fbase;
 }
 
+/* Does the program run threads of its own (the default's condition)?
+ * glibc's flag says whether any thread was ever made; if the one that made
+ * it so is ours (the export's, started while the program had none), the
+ * task count says, looked at every BG_TASKS_MS at most (a stat of /proc). */
+static bool program_threaded(void)
+{
+	if (lone_process())
+		return false;
+	if (!atomic_load(&bg.made_threaded))
+		return true;
+	uint64_t now = os_now_ms();
+	if (now < atomic_load_explicit(&bg.tasks_due, memory_order_relaxed))
+		return false;
+	atomic_store_explicit(&bg.tasks_due, now + BG_TASKS_MS, memory_order_relaxed);
+	struct stat st;
+	return !stat("/proc/self/task", &st) && st.st_nlink > 4;   /* ".", "..", main, ours, more */
+}
+
 bool bg_start_pending(void)
 {
 	return atomic_load(&bg.pending) != 0;
@@ -414,14 +453,24 @@ bool bg_start_pending(void)
 
 void bg_start_deferred(void)
 {
-	if (!atomic_load_explicit(&bg.ctor_ran, memory_order_acquire) || !bg_start_pending())
+	if (!atomic_load_explicit(&bg.ctor_ran, memory_order_acquire))
 		return;
+	int p = atomic_load(&bg.pending);
+	if (!p || (p == PENDING_DECAY_IF_MALLOC && !program_threaded()))
+		return;   /* (the default waits for the program's first thread) */
 	if (pthread_mutex_trylock(&bg.lock))
 		return;   /* an API call is under way and settles it */
-	int p = atomic_exchange(&bg.pending, 0);
+	p = atomic_exchange(&bg.pending, 0);
+	if ((p & PENDING_DECAY_IF_MALLOC) && (p & PENDING_SERVE) && lone_process()) {   /* serving only, for now */
+		p &= ~PENDING_DECAY_IF_MALLOC;
+		atomic_fetch_or(&bg.pending, PENDING_DECAY_IF_MALLOC);
+	}
 	if (p) {
 		export_hook_update();
+		bool by_default = !(p & PENDING_DECAY) && (p & PENDING_DECAY_IF_MALLOC);
 		bool decay = (p & PENDING_DECAY) || ((p & PENDING_DECAY_IF_MALLOC) && uslab_is_malloc());
+		if (decay)
+			atomic_store(&bg.by_default, by_default);
 		bool serve = (p & PENDING_SERVE) && export_bg_wanted();
 		if ((decay || serve) && start_locked(decay)) {
 			if (decay && bg_option == 1)
@@ -442,16 +491,19 @@ void bg_start_deferred(void)
 static void bg_atfork_child(void)
 {
 	uint32_t st = atomic_load(&bg.state);
-	bool decay = atomic_load(&bg.decay);
+	bool decay = atomic_load(&bg.decay), by_default = atomic_load(&bg.by_default);
 	pthread_mutex_init(&bg.lock, NULL);
 	atomic_store(&bg.state, BG_OFF);
 	atomic_store(&bg.decay, false);
 	atomic_store(&bg.sleep_word, &bg.word);
 	atomic_store(&bg.dirty_kick, false);
+	atomic_store(&bg.made_threaded, false);
 	atomic_store(&mem_bg_sleeping, false);
 	atomic_store(&bg.starts, 0);
+	/* the default's passes wait for the child's own first thread */
+	int again = !decay ? 0 : by_default ? PENDING_DECAY_IF_MALLOC : PENDING_DECAY;
 	if (st == BG_RUNNING && !atomic_load(&bg.exiting))
-		atomic_store(&bg.pending, (decay ? PENDING_DECAY : 0) | (export_bg_wanted() ? PENDING_SERVE : 0));
+		atomic_store(&bg.pending, again | (export_bg_wanted() ? PENDING_SERVE : 0));
 	export_hook_update();
 }
 
@@ -492,6 +544,7 @@ int uslab_background_thread(int enable)
 	pthread_mutex_lock(&bg.lock);
 	atomic_store(&bg.pending, 0);   /* this call settles it */
 	int r = 0;
+	atomic_store(&bg.by_default, false);   /* asked for: a fork child restarts it as asked */
 	if (enable)
 		r = start_locked(true);
 	else
