@@ -394,7 +394,17 @@ static int option_child(char want)
 
 static void test_option(void)
 {
-	static const struct {
+	/* where malloc is ours: linked with libuslab-malloc.a, unless a
+	 * sanitizer's runtime took the malloc symbols (ASan, TSan) */
+	struct bg_stats bs;
+	bg_get_stats(&bs);
+	const bool ours = MALLOC_OURS && bs.malloc_ours;
+#if !USLAB_SANITIZER
+	CHECKF(bs.malloc_ours == MALLOC_OURS, "malloc is %suslab's", bs.malloc_ours ? "" : "not ");
+#endif
+	if (MALLOC_OURS && !ours)
+		printf("    malloc is the sanitizer's here: the default's cases are libuslab's\n");
+	const struct {
 		const char *opts;
 		const char *want;
 	} cases[] = {
@@ -407,8 +417,8 @@ static void test_option(void)
 		{ "export background_thread=0 decay_ms=150", "0" },
 		/* a program thread: the malloc family's default starts one where
 		 * malloc is ours (test_bgthread_malloc), libuslab alone never */
-		{ "decay_ms=150", MALLOC_OURS ? "t" : "n" },
-		{ "export decay_ms=150", MALLOC_OURS ? "e" : "S" },
+		{ "decay_ms=150", ours ? "t" : "n" },
+		{ "export decay_ms=150", ours ? "e" : "S" },
 		{ "background_thread=0 decay_ms=150", "n" },
 	};
 	for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -567,4 +567,5 @@ void bg_get_stats(struct bg_stats *st)
 	st->passes = atomic_load(&bg.passes);
 	st->serves = atomic_load(&bg.serves);
 	st->wakeups = atomic_load(&bg.wakeups);
+	st->malloc_ours = uslab_is_malloc();
 }

@@ -43,6 +43,7 @@ struct bg_stats {
 	uint64_t passes;     /* decay passes run */
 	uint64_t serves;     /* export requests (or stale snapshots) served */
 	uint64_t wakeups;    /* sleeps ended */
+	bool malloc_ours;    /* the process's malloc is this library's (the default's condition) */
 };
 USLAB_HIDDEN void bg_get_stats(struct bg_stats *st);
 
