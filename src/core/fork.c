@@ -231,23 +231,6 @@ void fork_get_stats(struct fork_stats *st)
 	st->reset = atomic_load_explicit(&stats.reset, memory_order_relaxed);
 }
 
-void fork_pass_begin(void)
-{
-	pid_t t = (pid_t)syscall(SYS_gettid);
-	atomic_store(&pass_owner, t);
-	atomic_store(&pass_tid, t);
-}
-
-void fork_pass_unlock(void)
-{
-	atomic_store(&pass_tid, 0);
-	while (atomic_load(&pass_walk)) {   /* a fork walks the list under our hold: until it is done */
-		struct timespec ts = { 0, 100000 };
-		nanosleep(&ts, NULL);
-	}
-	pthread_mutex_unlock(&cache_mutex);
-	atomic_store(&pass_owner, 0);
-}
 
 /* ---- the locks ---------------------------------------------------------- */
 
@@ -354,6 +337,24 @@ static void pause_ns(long ns)
 {
 	struct timespec ts = { 0, ns };
 	nanosleep(&ts, NULL);
+}
+
+/* ---- a decay pass's hold of cache_mutex (see "Decay passes" at the top) ---- */
+
+void fork_pass_begin(void)
+{
+	pid_t t = (pid_t)syscall(SYS_gettid);
+	atomic_store(&pass_owner, t);
+	atomic_store(&pass_tid, t);   /* seq_cst: the meeting with proxy_take's walk flag */
+}
+
+void fork_pass_unlock(void)
+{
+	atomic_store(&pass_tid, 0);
+	while (atomic_load(&pass_walk))   /* a fork walks the list under our hold: until it is done */
+		pause_ns(FORK_SLICE_NS / 10);
+	pthread_mutex_unlock(&cache_mutex);
+	atomic_store(&pass_owner, 0);   /* after the unlock: the child's test needs it while we hold it */
 }
 
 /*

@@ -183,7 +183,8 @@ static struct {
 					   * RUNNING or before a kick; cleared only with no thread) */
 	_Atomic bool by_default;          /* its decay passes are the default's (no option) */
 	_Atomic bool made_threaded;       /* the thread was made while the program had none */
-	_Atomic uint64_t tasks_due;       /* program_threaded(): when to count again (relaxed) */
+	_Atomic uint64_t tasks_due;       /* program_threaded(): when to count again (relaxed: only a
+					   * rate limit; a race costs one more stat) */
 	_Atomic int pending;              /* PENDING_* bits: a start waits for a safe point */
 	_Atomic bool ctor_ran;            /* our constructor ran: libc is up */
 	_Atomic bool exiting;             /* exit began: never start again */
@@ -251,10 +252,17 @@ void bg_wake(void)
  * stays listed as a zombie once it has exited, which the process's state
  * in /proc/self/stat shows ('Z'). Without /proc it cannot tell and answers
  * no. Allocates nothing. */
-static bool bg_alone(void)
+/* Links of /proc/self/task: the process's threads plus two ("." and
+ * ".."); 0 without /proc. */
+static unsigned long task_links(void)
 {
 	struct stat st;
-	if (stat("/proc/self/task", &st) || st.st_nlink != 4)
+	return stat("/proc/self/task", &st) ? 0 : (unsigned long)st.st_nlink;
+}
+
+static bool bg_alone(void)
+{
+	if (task_links() != 4)
 		return false;   /* more threads than us and the main one (or no /proc) */
 	char buf[256];
 	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
@@ -442,8 +450,7 @@ static bool program_threaded(void)
 	if (now < atomic_load_explicit(&bg.tasks_due, memory_order_relaxed))
 		return false;
 	atomic_store_explicit(&bg.tasks_due, now + BG_TASKS_MS, memory_order_relaxed);
-	struct stat st;
-	return !stat("/proc/self/task", &st) && st.st_nlink > 4;   /* ".", "..", main, ours, more */
+	return task_links() > 4;   /* main, ours and more */
 }
 
 bool bg_start_pending(void)
