@@ -32,6 +32,7 @@
 # The debug and mode variants (classic, home, slqb, slab) run 5 of the preload test's
 # 24 CPython modules, and every variant reuses the preload test's glibc results;
 # these reruns give test_mixed 4 s and the fork-from-a-signal tests 2 s.
+# The preload test runs glibc's side beside uslab's the first time (normal).
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
 #          FIX, validate lines) may appear in any test's output.
