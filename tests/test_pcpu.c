@@ -27,6 +27,11 @@
  *   kmalloc_every_cpu malloc's smallest class (whose part the first
  *                     allocation makes, before the classes are published)
  *                     takes its fast path on every CPU, that one included
+ *   unregistered      a thread that unregisters glibc's rseq area (its
+ *                     cpu_id reads -1: the sequences index an empty area
+ *                     below CPU 0's, unchecked) allocates and frees by
+ *                     malloc and a cache, its objects and others' threads'
+ *                     alike, on the thread-local path
  *
  * Runs with kfence=0: a KFENCE sample's slow path inside the signal
  * handler could wait for the part lock the interrupted frame holds (malloc
@@ -36,6 +41,7 @@
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "uslab.h"
@@ -620,6 +626,79 @@ static void kmalloc_every_cpu(void)
 	CHECK(sched_setaffinity(0, sizeof all, &all) == 0);
 }
 
+/* ---- a thread rseq does not know ------------------------------------------------------------ */
+
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+#define RSEQ_FLAG_UNREGISTER 1
+#define GLIBC_RSEQ_SIG 0x53053053   /* x86's, as glibc registers it */
+
+static struct uslab_cache *unreg_cache;
+static struct obj *unreg_given[64];   /* made by the main thread, freed by the unregistered one */
+
+static void *unreg_main(void *arg)
+{
+	(void)arg;
+	volatile int32_t *cpu_id = NULL;
+	if (&__rseq_offset && &__rseq_size && __rseq_size >= 20) {
+		char *area = (char *)__builtin_thread_pointer() + __rseq_offset;
+		/* glibc 2.35-2.39 register 32 bytes; later ones may register more */
+		if (syscall(__NR_rseq, area, 32, RSEQ_FLAG_UNREGISTER, GLIBC_RSEQ_SIG) == 0 ||
+		    syscall(__NR_rseq, area, __rseq_size, RSEQ_FLAG_UNREGISTER, GLIBC_RSEQ_SIG) == 0)
+			cpu_id = (volatile int32_t *)(area + 4);
+	}
+	if (!cpu_id)
+		return (void *)"rseq not registered, or not by glibc's layout";
+	CHECKF(*cpu_id < 0, "cpu_id reads %d after unregistering", *cpu_id);
+	for (int i = 0; i < 64; i++) {
+		check_held(unreg_given[i], 0x900000000ULL + (uint64_t)i, "unregistered");
+		uslab_cache_free(unreg_cache, unreg_given[i]);   /* the main thread's objects */
+	}
+	void *m[256];
+	struct obj *o[256];
+	for (unsigned r = 0; r < 200; r++) {
+		for (unsigned i = 0; i < 256; i++) {
+			CHECK((m[i] = uslab_malloc(16 + (i * 37) % 2000)) != NULL);
+			memset(m[i], (int)i, 16);
+			CHECK((o[i] = uslab_cache_alloc(unreg_cache)) != NULL);
+			take(o[i], 0xa00000000ULL + i);
+		}
+		for (unsigned i = 0; i < 256; i++) {
+			CHECK(((unsigned char *)m[i])[15] == (unsigned char)i);
+			check_held(o[i], 0xa00000000ULL + i, "unregistered");
+		}
+		for (unsigned i = 0; i < 256; i++) {
+			uslab_free(m[(i * 7) % 256]);   /* (7 and 256 are coprime: each once) */
+			uslab_cache_free(unreg_cache, o[255 - i]);
+		}
+	}
+	uslab_free(NULL);
+	uslab_cache_free(unreg_cache, NULL);
+	CHECKF(*cpu_id < 0, "cpu_id reads %d at the end", *cpu_id);
+	return NULL;
+}
+
+static void unregistered(void)
+{
+	unreg_cache = mk("unreg", sizeof(struct obj));
+	for (int i = 0; i < 64; i++) {
+		CHECK((unreg_given[i] = uslab_cache_alloc(unreg_cache)) != NULL);
+		take(unreg_given[i], 0x900000000ULL + (uint64_t)i);
+	}
+	pthread_t t;
+	void *why;
+	CHECK(pthread_create(&t, NULL, unreg_main, NULL) == 0);
+	CHECK(pthread_join(t, &why) == 0);
+	if (why)
+		printf("  skipped: %s\n", (const char *)why);
+	/* and the main thread (registered) frees what that thread made since */
+	struct obj *o = uslab_cache_alloc(unreg_cache);
+	CHECK(o != NULL);
+	uslab_cache_free(unreg_cache, o);
+	check_quiet(unreg_cache, "unregistered");
+	uslab_cache_destroy(unreg_cache);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--backend")) {
@@ -649,5 +728,6 @@ int main(int argc, char **argv)
 	RUN(backend_options);
 	RUN(per_cpu_stats);
 	RUN(kmalloc_every_cpu);
+	RUN(unregistered);
 	return 0;
 }

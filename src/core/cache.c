@@ -347,7 +347,7 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		s->divmagic = root->divmagic;
 		s->divm32 = root->divm32;
 		s->fp_key = root->fp_key;
-		atomic_store_explicit(&s->per_cpu, atomic_load_explicit(&root->per_cpu, memory_order_relaxed),
+		atomic_store_explicit(&s->pcpu_slot, atomic_load_explicit(&root->pcpu_slot, memory_order_relaxed),
 				      memory_order_relaxed);
 		atomic_store_explicit(&s->oo, cache_oo(root), memory_order_relaxed);
 		s->alias_next = root->aliases;

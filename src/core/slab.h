@@ -247,15 +247,18 @@ struct uslab_cache {
 	unsigned size;             /* stride of objects in a slab: object, free pointer, padding */
 	unsigned offset;           /* free pointer's offset in a free object */
 	unsigned object_size;      /* size given at creation */
-	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
-	uint32_t divm32;           /* ceil(2^32 / size): the same test, and the quotient, for x < 2^16
-	                            * (an offset in a slot: cpu.h's cpu_offset_ok) */
-	/* its CPU parts are CPUs' (the per-CPU backend, cpu/pcpu.c): set when
-	 * made and at every retune, on a real cache and its aliases alike */
-	_Atomic bool per_cpu;
+	/* Where its parts sit in CPU 0's area (cpu.h's pcpu_slot_id) while
+	 * they are CPUs' (the per-CPU backend, cpu/pcpu.c), 0 while they are
+	 * threads': one load answers both of the fast paths' questions. Set
+	 * when made and at every retune, on a real cache and its aliases
+	 * alike (an alias has its root's id, so its root's slot). */
+	_Atomic uintptr_t pcpu_slot;
+	uint32_t divm32;           /* ceil(2^32 / size): the same test as divmagic's, and the quotient,
+	                            * for x < 2^16 (an offset in a slot: cpu.h's cpu_offset_ok) */
+	unsigned align;            /* effective alignment */
 	struct uslab_cache *real;  /* the cache whose slabs hold the objects: root, or itself */
 	uintptr_t fp_key;          /* random key of free pointer obfuscation */
-	unsigned align;            /* effective alignment */
+	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
 	/* preferred order << 16 | objects per slab of that order, in one word
 	 * so that the order tunable changes both at once (kmem_cache's oo) */
 	_Atomic uint32_t oo;

@@ -13,8 +13,9 @@
 static inline __attribute__((always_inline)) void *cache_alloc(struct uslab_cache *s, void *caller)
 {
 	void *x;
-	bool nopart = !atomic_load_explicit(&s->per_cpu, memory_order_relaxed);
-	if (nopart || (x = pcpu_alloc_fast(s, pcpu_slot_id(s->id), 0, caller, &nopart), nopart))
+	uintptr_t slot = atomic_load_explicit(&s->pcpu_slot, memory_order_relaxed);
+	bool nopart = !slot;
+	if (nopart || (x = pcpu_alloc_fast(s, slot, 0, caller, &nopart), nopart))
 		x = cpu_alloc_fast_at(s, cpu_this(s), 0, caller);
 	return x;
 }
@@ -34,7 +35,5 @@ void *uslab_cache_zalloc(struct uslab_cache *s)
 
 void uslab_cache_free(struct uslab_cache *s, void *x)
 {
-	if (unlikely(!x))
-		return;
-	slab_free_fast(s, x);
+	slab_free_fast(s, x);   /* (NULL is not ours: cpu_free_other returns) */
 }

@@ -103,7 +103,7 @@ size_t uslab_cache_alloc_bulk(struct uslab_cache *s, size_t nr, void **objs)
 	}
 	s = cache_root(s);
 	/* sheaves on parts of CPUs: this CPU's main by one sequence */
-	if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed))
+	if (atomic_load_explicit(&s->pcpu_slot, memory_order_relaxed))
 		return alloc_bulk_rest(s, pcpu_alloc_bulk_fast(s, nr, objs), nr, objs);
 	struct cpu_cache *c = cpu_this(s);
 	/* sheaves on this thread's part: its main */
@@ -262,7 +262,7 @@ void uslab_cache_free_bulk(struct uslab_cache *s, size_t nr, void **objs)
 		report_fatal("free_bulk of %zu objects to a NULL cache", nr);
 	struct uslab_cache *named = s;
 	s = cache_root(s);
-	if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed)) {   /* sheaves on parts of CPUs */
+	if (atomic_load_explicit(&s->pcpu_slot, memory_order_relaxed)) {   /* sheaves on parts of CPUs */
 		sheaves_free_bulk(named, s, NULL, nr, objs);
 		return;
 	}

@@ -553,7 +553,11 @@ static inline void cpu_idle(struct cpu_cache *c)
 #endif
 
 #define PCPU_AREA_SHIFT 12
-#define PCPU_MAX_CPUS 4096   /* CPUs with an area; a CPU number beyond runs thread-local */
+/* CPUs with an area: every number the kernel can give (x86-64's NR_CPUS
+ * is at most 8192; pcpu_init checks the machine's possible CPUs), so the
+ * sequences index areas with the number unchecked. */
+#define PCPU_MAX_CPUS 8192
+#define PCPU_NOBODY_AREAS 2   /* below CPU 0's: cpu_id -1 and -2, never written */
 #define PCPU_SLOTS ((1U << PCPU_AREA_SHIFT) / sizeof(void *) - KMALLOC_SIZES_MAX - KMALLOC_CLASSES_MAX)
 struct pcpu_area {
 	struct cpu_cache *ksize[KMALLOC_SIZES_MAX];
@@ -566,7 +570,8 @@ _Static_assert(sizeof(struct pcpu_area) == 1U << PCPU_AREA_SHIFT, "an area is a 
 struct pcpu_global {
 	bool on;                   /* the backend runs */
 	long rseq_off;             /* glibc's __rseq_offset: the rseq area from the thread pointer */
-	char *areas;               /* PCPU_MAX_CPUS areas (reserved, touched as CPUs use them) */
+	char *areas;               /* CPU 0's area of PCPU_MAX_CPUS (reserved, touched as CPUs use
+	                            * them), after PCPU_NOBODY_AREAS read-only empty ones */
 };
 extern struct pcpu_global pcpu_g USLAB_HIDDEN;
 
@@ -919,9 +924,10 @@ static inline __attribute__((always_inline)) void *pcpu_alloc_fast(struct uslab_
 
 static inline __attribute__((always_inline)) void *slab_alloc_fast_sized(struct uslab_cache *s, size_t asked)
 {
-	if (atomic_load_explicit(&s->per_cpu, memory_order_relaxed)) {
+	uintptr_t slot = atomic_load_explicit(&s->pcpu_slot, memory_order_relaxed);
+	if (slot) {
 		bool nopart = false;
-		void *x = pcpu_alloc_fast(s, pcpu_slot_id(s->id), asked, NULL, &nopart);
+		void *x = pcpu_alloc_fast(s, slot, asked, NULL, &nopart);
 		if (likely(!nopart))
 			return x;
 	}
@@ -1014,11 +1020,11 @@ static inline bool pcpu_mark(const struct uslab_cache *r, void *x)
  */
 static inline __attribute__((always_inline)) void pcpu_free_fast(struct uslab_cache *named,
 								 const struct uslab_cache *r, struct slab *d,
-								 void *x, unsigned cid)
+								 void *x, uintptr_t slot)
 {
 	if (likely(pcpu_offset_ok(r, d, ((uintptr_t)x & SLOT_MASK) - d->colour)) && likely(pcpu_mark(r, x))) {
 		track_free(x, d->cache->object_size);
-		if (likely(pcpu_push(pcpu_slot_id(cid), x)))
+		if (likely(pcpu_push(slot, x)))
 			return;
 		pcpu_free_marked(named, d, x);
 		return;
@@ -1077,8 +1083,9 @@ static inline __attribute__((always_inline)) void slab_free_fast_rec(struct slab
 {
 	if (likely(slab_kind(d) == SK_SLAB)) {
 		struct uslab_cache *r = d->cache;
-		if (likely(atomic_load_explicit(&r->per_cpu, memory_order_relaxed))) {
-			pcpu_free_fast(NULL, r, d, x, d->cid);
+		uintptr_t slot = atomic_load_explicit(&r->pcpu_slot, memory_order_relaxed);
+		if (likely(slot)) {
+			pcpu_free_fast(NULL, r, d, x, slot);
 			return;
 		}
 		if (atomic_load_explicit(&d->otag, memory_order_relaxed) == cpu_tls.tag) {
@@ -1101,9 +1108,10 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 		return;
 	}
 	struct slab *d = slab_record(x);
-	if (likely(atomic_load_explicit(&s->per_cpu, memory_order_relaxed))) {   /* (s's line: loaded already) */
+	uintptr_t slot = atomic_load_explicit(&s->pcpu_slot, memory_order_relaxed);   /* (s's line: loaded already) */
+	if (likely(slot)) {
 		if (likely(slab_kind(d) == SK_SLAB) && likely(d->cache == s->real))
-			pcpu_free_fast(s, s, d, x, s->id);   /* (an alias has its root's id) */
+			pcpu_free_fast(s, s, d, x, slot);   /* (an alias has its root's slot) */
 		else
 			cpu_free_other(s, d, x);
 		return;

@@ -177,6 +177,8 @@ void slab_free_slow(struct uslab_cache *s, struct slab *slab, void *x, struct cp
 void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x)
 {
 	void *caller = __builtin_return_address(0);   /* tail-called: the API call's */
+	if (unlikely(!x))
+		return;   /* uslab_cache_free(s, NULL): the inline path leaves it to us */
 	if (unlikely(slab_kind(d) == SK_TAIL))   /* a later slot of a slab of several */
 		d -= d->back;
 	if (unlikely(slab_kind(d) != SK_SLAB)) {   /* the cache API's misuse, or a KFENCE object */

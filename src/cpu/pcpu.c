@@ -76,7 +76,10 @@
 #include "cpu.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -114,6 +117,45 @@ static long sys_membarrier(int cmd, unsigned flags, int cpu)
 
 /* ---- start ------------------------------------------------------------------------- */
 
+#if PCPU_ARCH
+/* The number of CPUs the kernel may ever name (the highest in
+ * /sys/devices/system/cpu/possible, plus one; where /sys cannot be read,
+ * the configured CPUs): the sequences index areas by the CPU number
+ * without a bound check, so every such number must have one. */
+static unsigned possible_cpus(void)
+{
+	unsigned n = 0;
+	int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		char buf[256];
+		ssize_t k = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (k > 0) {
+			/* "0-3", "0,2-5": the last number is the highest */
+			buf[k] = 0;
+			unsigned v = 0;
+			bool digits = false;
+			for (ssize_t i = 0; i < k; i++) {
+				if (buf[i] >= '0' && buf[i] <= '9') {
+					v = digits ? MIN(v * 10 + (unsigned)(buf[i] - '0'), 1U << 30) : (unsigned)(buf[i] - '0');
+					digits = true;
+				} else if (digits) {
+					n = MAX(n, v + 1);
+					digits = false;
+				}
+			}
+			if (digits)
+				n = MAX(n, v + 1);
+		}
+	}
+	if (!n) {
+		long c = sysconf(_SC_NPROCESSORS_CONF);
+		n = c > 0 ? (unsigned)MIN(c, 1L << 30) : UINT_MAX;
+	}
+	return n;
+}
+#endif
+
 static const char *pcpu_why_not(void)
 {
 #if !PCPU_ARCH
@@ -128,6 +170,8 @@ static const char *pcpu_why_not(void)
 		       "a seccomp filter, Valgrind)";
 	if (pcpu_arch_cpu(__rseq_offset) >= PCPU_MAX_CPUS)
 		return "rseq is not registered for this thread";
+	if (possible_cpus() > PCPU_MAX_CPUS)
+		return "more possible CPUs than the backend has areas for";
 	if (sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0))
 		return "membarrier cannot fence restartable sequences";
 	return NULL;
@@ -140,8 +184,18 @@ void pcpu_init(void)
 		return;
 	const char *why = pcpu_why_not();
 	char *areas = NULL;
-	if (!why && !(areas = os_reserve((size_t)PCPU_MAX_CPUS << PCPU_AREA_SHIFT)))
-		why = "no address space for the CPU areas";
+	if (!why) {
+		/* the empty areas below CPU 0's, read-only: a sequence of a thread
+		 * rseq does not know reads NULL parts there and leaves */
+		size_t nobody = (size_t)PCPU_NOBODY_AREAS << PCPU_AREA_SHIFT;
+		char *base = os_reserve(nobody + ((size_t)PCPU_MAX_CPUS << PCPU_AREA_SHIFT));
+		if (!base)
+			why = "no address space for the CPU areas";
+		else {
+			mprotect(base, nobody, PROT_READ);
+			areas = base + nobody;
+		}
+	}
 	if (why) {
 		if (opt.cpu_backend == CPU_BACKEND_RSEQ)
 			report_line("cpu_backend=rseq: %s; the CPU parts stay thread-local", why);
@@ -152,6 +206,8 @@ void pcpu_init(void)
 	pcpu_g.rseq_off = __rseq_offset;
 	pcpu_g.areas = areas;
 	pcpu_g.on = true;
+#else
+	(void)areas;   /* (pcpu_why_not said why not) */
 #endif
 }
 
@@ -531,11 +587,13 @@ void pcpu_retune(struct uslab_cache *s)
 {
 	bool keep = pcpu_eligible(s);
 	/* the fast paths' question, on the cache and its aliases (they read
-	 * their own); a stale answer for a moment is harmless: a part that
-	 * is gone sends them to the slow path, which asks again */
-	atomic_store_explicit(&s->per_cpu, keep, memory_order_relaxed);
+	 * their own; an alias has its root's id); a stale answer for a moment
+	 * is harmless: a part that is gone sends them to the slow path, which
+	 * asks again */
+	uintptr_t slot = keep ? pcpu_slot_id(s->id) : 0;
+	atomic_store_explicit(&s->pcpu_slot, slot, memory_order_relaxed);
 	for (struct uslab_cache *a = s->aliases; a; a = a->alias_next)
-		atomic_store_explicit(&a->per_cpu, keep, memory_order_relaxed);
+		atomic_store_explicit(&a->pcpu_slot, slot, memory_order_relaxed);
 	for (struct cpu_cache *c = s->pcpu_list; c; c = c->cnext) {
 		struct sheaf *sh[2] = { NULL, NULL };
 		pthread_mutex_lock(&c->plock);

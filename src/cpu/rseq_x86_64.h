@@ -2,9 +2,11 @@
  * The per-CPU backend's restartable sequences, x86-64 (included by cpu.h,
  * used by pcpu.c and the inline fast paths). The only assembly of the
  * backend: each sequence reads the CPU number from this thread's rseq area
- * (glibc's registration: cpu_id at %fs + __rseq_offset + 4; a number of
- * PCPU_MAX_CPUS or more, as an unregistered thread's -1, takes the
- * thread-local path), indexes that CPU's part and
+ * (glibc's registration: cpu_id at %fs + __rseq_offset + 4), indexes
+ * that CPU's part (pcpu.c reserves an area for every CPU number the
+ * kernel can give, and two empty ones below CPU 0's that the -1 and -2 of
+ * a thread rseq does not know index, sign-extended: no part there, so the
+ * thread-local path, with no compare of the number on the way) and
  * ends in one store, its commit. If the thread is preempted, migrated or
  * signalled before the commit, the kernel moves it to the abort handler,
  * which starts the sequence again from the top; nothing before the commit
@@ -66,12 +68,11 @@
 
 /* The sequences' first steps, after PCPU_SEQ_BEGIN: this CPU's number
  * (through %[t]), then its part into %[c_] (a register operand's name);
- * to `fail_` (an asm jump target) if rseq does not know this thread or
- * the CPU has no part there. Uses the operands rs, mx, sh, sl and t. */
+ * to `fail_` (an asm jump target) if the CPU has no part there (also
+ * the case of a thread rseq does not know). Uses the operands rs, sh, sl
+ * and t. */
 #define PCPU_SEQ_PART(c_, fail_) \
-	"movl %%fs:4(%[rs]), %k[t]\n\t"     /* cpu_id */ \
-	"cmpl %[mx], %k[t]\n\t"              /* (rseq does not know this thread) */ \
-	"jae " fail_ "\n\t" \
+	"movslq %%fs:4(%[rs]), %[t]\n\t"    /* cpu_id: -1, -2 index the empty areas below CPU 0's */ \
 	"shlq %[sh], %[t]\n\t" \
 	"movq (%[sl], %[t]), %[" c_ "]\n\t"  /* this CPU's part */ \
 	"testq %[" c_ "], %[" c_ "]\n\t" \
@@ -108,7 +109,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit */ \
 			     "2:\n\t" \
 			     : [x] "=&r"(x_), [c] "=&r"(c_), [nc] "=&r"(nc_), [t] "=&r"(pcpu_t_) \
-			     : [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), [mx] "i"(PCPU_MAX_CPUS), \
+			     : [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), \
 			       [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
 			     : "memory", "cc" \
 			     : nopart, empty); \
@@ -137,7 +138,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     "movq %[nc], %c[nco](%[t])\n\t"      /* commit */ \
 			     "2:\n\t" \
 			     : [t] "=&r"(pcpu_t_), [u] "=&r"(pcpu_u_), [v] "=&r"(pcpu_v_), [nc] "=&r"(pcpu_nc_) \
-			     : [x] "r"(x_), [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), [mx] "i"(PCPU_MAX_CPUS), \
+			     : [x] "r"(x_), [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), \
 			       [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
 			     : "memory", "cc" \
 			     : fail); \
@@ -191,7 +192,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     : [t] "=&r"(k_), [c] "=&r"(c_), [p] "=&r"(pcpu_p_), [j] "=&r"(pcpu_j_), \
 			       [x] "=&r"(pcpu_x_), [nc] "=&r"(pcpu_nc_) \
 			     : [out] "r"(out_), [want] "r"(want_), [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), \
-			       [mx] "i"(PCPU_MAX_CPUS), [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
+			       [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
 			     : "memory", "cc"); \
 	} while (0)
 
@@ -239,7 +240,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     : [u] "=&r"(k_), [c] "=&r"(c_), [t] "=&r"(pcpu_t_), [p] "=&r"(pcpu_p_), [j] "=&r"(pcpu_j_), \
 			       [x] "=&r"(pcpu_x_), [nc] "=&r"(pcpu_nc_) \
 			     : [in] "r"(in_), [nr] "r"(nr_), [rs] "r"(rseq_off_), [sl] "r"(slot_), [sh] "i"(shift_), \
-			       [mx] "i"(PCPU_MAX_CPUS), [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
+			       [nco] "i"(nc_off_), [obo] "i"(objs_off_) \
 			     : "memory", "cc"); \
 	} while (0)
 

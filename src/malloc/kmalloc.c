@@ -324,6 +324,8 @@ static NOINLINE void kfree_ours(void *p)
 
 void kfree_other(void *p, struct slab *d)
 {
+	if (unlikely(!p))
+		return;   /* free(NULL): the inline path leaves it to us */
 	if (unlikely(d == &slab_foreign) && unlikely(__atomic_load_n(&kmalloc_perturb, __ATOMIC_RELAXED)) &&
 	    page_ours(p)) {
 		kmalloc_perturb_free(p);

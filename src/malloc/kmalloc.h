@@ -151,11 +151,11 @@ static inline size_t kmalloc_obj_usable(struct uslab_cache *s, void *p)
 USLAB_HIDDEN void kfree_other(void *p, struct slab *d);
 
 /* free(): a slab this thread owns (home), any other live slab, or
- * kfree_other() (large, huge, KFENCE, boot memory, misuse). */
+ * kfree_other() (large, huge, KFENCE, boot memory, misuse, and NULL: no
+ * segment of ours is at address 0, so free(NULL) needs no test of its
+ * own here; the prefetch of NULL does not fault). */
 static inline __attribute__((always_inline)) void kfree(void *p)
 {
-	if (unlikely(!p))
-		return;
 	slab_prefetch_obj(p);   /* (its miss overlaps the record's and cache's) */
 	if (unlikely(!page_ours_below(p, kmalloc_lim.seg))) {
 		kfree_other(p, &slab_foreign);   /* huge, KFENCE, boot blocks, misuse; M_PERTURB */
