@@ -70,7 +70,7 @@ struct cpu_cache {
 	union {
 		uintptr_t slab_base;    /* first object of `slab` (0 without a slab) */
 		/* a part of the per-CPU backend (sheaves only, no slab): the
-		 * commit word of its sequences, n | cap << 16 | ops << 32
+		 * commit word of its sequences, n | room << 16 | ops << 32
 		 * (rseq_x86_64.h; pcpu.c) */
 		uint64_t pcpu_nc;
 	};

@@ -20,21 +20,22 @@
  *
  * A part (struct cpu_cache, pcpu set) is the sheaves mode's: main and
  * spare, the barn behind them (sheaf.c). Its fast paths see only the
- * commit word pcpu_nc = n | cap << 16 | ops << 32 and main's array objs:
- *   pop  (n > 0):    x = objs[n - 1]; commit n - 1, ops + 1
- *   push (n < cap):  objs[n] = x;     commit n + 1, ops + 1
+ * commit word pcpu_nc = n | room << 16 | ops << 32 (room = cap - n) and
+ * main's array objs:
+ *   pop  (n > 0):    x = objs[n - 1]; commit n - 1, room + 1, ops + 1
+ *   push (room > 0): objs[n] = x;     commit n + 1, room - 1, ops + 1
  * each a sequence of rseq_x86_64.h on the CPU's own part. The bulk calls
  * have two of their own (pcpu_alloc_bulk_fast, pcpu_free_bulk_marked): k
  * objects copied between main and the caller's array, then one commit of
- * n -/+ k, ops + k; a restart copies again. What main cannot give or take
+ * n -/+ k, room +/- k, ops + k; a restart copies again. What main cannot give or take
  * goes through the slow path below.
  *
- * The slow paths: a part is "closed" (n = cap = 0) while one thread works
+ * The slow paths: a part is "closed" (n = room = 0) while one thread works
  * on it with the sheaf code as if it were thread-local, holding its plock:
  *
  *   state     pcpu_nc          fast paths           who may change main
- *   open      n, cap (>0), ops pop if n, push if     nobody but sequences
- *                              n < cap (commit)
+ *   open      n, room, ops     pop if n, push if     nobody but sequences
+ *             (n + room > 0)   room (commit)
  *   empty     0, 0, ops        refuse: slow path     nobody (no main yet,
  *                                                    or after a drain)
  *   closed    0, 0, ops        refuse: slow path,    the plock holder
@@ -99,10 +100,13 @@ extern const unsigned int __rseq_size __attribute__((weak));
 struct pcpu_global pcpu_g __attribute__((aligned(CACHE_LINE)));
 static bool fence_one_cpu;   /* membarrier takes MEMBARRIER_CMD_FLAG_CPU */
 
-#define NC_N(nc)   ((unsigned)((nc) & 0xffff))
-#define NC_CAP(nc) ((unsigned)(((nc) >> 16) & 0xffff))
-#define NC_OPS(nc) ((uint32_t)((nc) >> 32))
-#define NC_MAKE(n, cap, ops) ((uint64_t)(n) | (uint64_t)(cap) << 16 | (uint64_t)(ops) << 32)
+#define NC_N(nc)    ((unsigned)((nc) & 0xffff))
+#define NC_ROOM(nc) ((unsigned)(((nc) >> 16) & 0xffff))
+#define NC_OPS(nc)  ((uint32_t)((nc) >> 32))
+/* (room 0 if main holds more than cap, as it may for a moment after the
+ * capacity shrank: pushes wait for the slow path that sets main up again) */
+#define NC_MAKE(n, cap, ops) \
+	((uint64_t)(n) | (uint64_t)((cap) > (n) ? (cap) - (n) : 0) << 16 | (uint64_t)(ops) << 32)
 _Static_assert(SHEAF_MAX_CAPACITY < 0x10000, "a sheaf's count and capacity fit 16 bits");
 
 static struct pcpu_area *area(unsigned cpu)
@@ -277,7 +281,7 @@ other:
 #if PCPU_ARCH
 closed:
 #endif
-	if (NC_CAP(old) || NC_N(old) || NC_OPS(old) != c->open_ops) {
+	if (NC_ROOM(old) || NC_N(old) || NC_OPS(old) != c->open_ops) {
 		uint64_t pops, pushes;
 		ops_since_open(c, old, &pops, &pushes);
 		__atomic_store_n(&c->alloc_pcs, cpu_ctr(&c->alloc_pcs) + pops, __ATOMIC_RELAXED);
@@ -560,7 +564,7 @@ bool pcpu_decay(struct uslab_cache *s, bool all, unsigned long *taken)
 		uint64_t nc = __atomic_load_n(&c->pcpu_nc, __ATOMIC_RELAXED);
 		uint64_t slow = atomic_load_explicit(&c->slow_ops, memory_order_relaxed);
 		bool idle = NC_OPS(nc) == c->seen_fast && slow == c->seen_ops;
-		bool holds = NC_CAP(nc) || NC_N(nc) || atomic_load_explicit(&c->spare_n, memory_order_relaxed);
+		bool holds = NC_ROOM(nc) || NC_N(nc) || atomic_load_explicit(&c->spare_n, memory_order_relaxed);
 		c->seen_fast = NC_OPS(nc);
 		c->seen_ops = slow;
 		if (!holds)

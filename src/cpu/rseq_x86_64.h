@@ -23,11 +23,14 @@
  * way.
  *
  * The part's commit word (struct cpu_cache's pcpu_nc) is n (bits 0-15,
- * objects in main), cap (bits 16-31, main's room; 0 while a slow path
- * holds the part, "closed") and ops (bits 32-63, pops and pushes, for the
- * statistics and KFENCE's look at the clock). A pop needs n > 0, a push
- * n < cap; both add one to ops in the same store. So a closed part (n = cap
- * = 0) refuses both: its owner can change main at leisure.
+ * objects in main), room (bits 16-31, main's capacity less n; 0 while a
+ * slow path holds the part, "closed") and ops (bits 32-63, pops and
+ * pushes, for the statistics and KFENCE's look at the clock). A pop needs
+ * n > 0, a push room > 0 (one test of the word, no compare of two fields);
+ * each commits with one add whose carry or borrow moves the other fields:
+ * a pop adds 2^32 + 2^16 - 1 (n - 1, room + 1, ops + 1), a push 2^32 -
+ * 2^16 + 1 (n + 1, room - 1, ops + 1). So a closed part (n = room = 0)
+ * refuses both: its owner can change main at leisure.
  *
  * Another architecture follows by providing the same six sequences (pop,
  * push, their bulk forms, close, cpu): on aarch64 the CPU number is loaded from the area
@@ -104,7 +107,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     "jz %l[" #empty "]\n\t" \
 			     "movq %c[obo](%[c]), %[x]\n\t" \
 			     "movq -8(%[x], %[t], 8), %[x]\n\t"   /* objs[n - 1] */ \
-			     "movabsq $0xffffffff, %[t]\n\t"      /* n - 1, ops + 1 */ \
+			     "movabsq $0x10000ffff, %[t]\n\t"     /* n - 1 (its borrow: room + 1), ops + 1 */ \
 			     "addq %[t], %[nc]\n\t" \
 			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit */ \
 			     "2:\n\t" \
@@ -118,7 +121,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 /*
  * Push x onto this CPU's part: objs[n] = x, then the commit. Goes to
  * `fail` without a store when this CPU has no part there or its main is
- * full (n == cap, also a closed part).
+ * full (room 0, also a closed part).
  */
 #define PCPU_ARCH_PUSH(x_, slot_, rseq_off_, shift_, nc_off_, objs_off_, fail) \
 	do { \
@@ -126,14 +129,12 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 		__asm__ volatile goto(PCPU_SEQ_BEGIN("%[t]", "%[rs]") \
 			     PCPU_SEQ_PART("t", "%l[" #fail "]") \
 			     "movq %c[nco](%[t]), %[nc]\n\t" \
-			     "movl %k[nc], %k[u]\n\t" \
-			     "shrl $16, %k[u]\n\t"                /* cap */ \
-			     "cmpw %w[u], %w[nc]\n\t" \
-			     "jae %l[" #fail "]\n\t"              /* n >= cap */ \
+			     "testl $0xffff0000, %k[nc]\n\t"     /* room */ \
+			     "jz %l[" #fail "]\n\t" \
 			     "movzwl %w[nc], %k[u]\n\t" \
 			     "movq %c[obo](%[t]), %[v]\n\t" \
 			     "movq %[x], (%[v], %[u], 8)\n\t"     /* objs[n] = x */ \
-			     "movabsq $0x100000001, %[u]\n\t"     /* n + 1, ops + 1 */ \
+			     "movl $0xffff0001, %k[u]\n\t"       /* n + 1, room - 1 (its carry: ops + 1) */ \
 			     "addq %[u], %[nc]\n\t" \
 			     "movq %[nc], %c[nco](%[t])\n\t"      /* commit */ \
 			     "2:\n\t" \
@@ -179,9 +180,8 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     "incq %[j]\n\t" \
 			     "cmpq %[t], %[j]\n\t" \
 			     "jb 6b\n\t" \
-			     "movq %[t], %[x]\n\t" \
-			     "shlq $32, %[x]\n\t" \
-			     "subq %[t], %[x]\n\t"                /* ops + k, n - k */ \
+			     "movabsq $0x10000ffff, %[x]\n\t" \
+			     "imulq %[t], %[x]\n\t"               /* ops + k, room + k, n - k */ \
 			     "addq %[x], %[nc]\n\t" \
 			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit: the sequence's last instruction */ \
 			     "2:\n\t" \
@@ -197,7 +197,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 	} while (0)
 
 /*
- * Bulk push: k = min(cap - n, nr) objects of in[] onto this CPU's main at
+ * Bulk push: k = min(room, nr) objects of in[] onto this CPU's main at
  * objs[n ..], then the commit (n + k, ops + k). The stores above n are
  * invisible until the commit shows them, as the single push's one. k is 0
  * (no store) when this CPU has no part there, its main is full (or
@@ -210,10 +210,9 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     PCPU_SEQ_PART("c", "7f") \
 			     "movq %c[nco](%[c]), %[nc]\n\t" \
 			     "movl %k[nc], %k[u]\n\t" \
-			     "shrl $16, %k[u]\n\t"                /* cap */ \
+			     "shrl $16, %k[u]\n\t"                /* room */ \
+			     "jz 7f\n\t" \
 			     "movzwl %w[nc], %k[t]\n\t"           /* n */ \
-			     "subl %k[t], %k[u]\n\t"              /* room = cap - n */ \
-			     "jbe 7f\n\t" \
 			     "cmpq %[nr], %[u]\n\t" \
 			     "cmovaq %[nr], %[u]\n\t"             /* k = min(room, nr) */ \
 			     "testq %[u], %[u]\n\t" \
@@ -227,9 +226,8 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     "incq %[j]\n\t" \
 			     "cmpq %[u], %[j]\n\t" \
 			     "jb 6b\n\t" \
-			     "movq %[u], %[x]\n\t" \
-			     "shlq $32, %[x]\n\t" \
-			     "addq %[u], %[x]\n\t"                /* ops + k, n + k */ \
+			     "movl $0xffff0001, %k[x]\n\t" \
+			     "imulq %[u], %[x]\n\t"               /* ops + k, room - k, n + k */ \
 			     "addq %[x], %[nc]\n\t" \
 			     "movq %[nc], %c[nco](%[c])\n\t"      /* commit: the sequence's last instruction */ \
 			     "2:\n\t" \
@@ -245,7 +243,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 	} while (0)
 
 /*
- * Close part c, which belongs to CPU `cpu`, from that CPU: n and cap to 0
+ * Close part c, which belongs to CPU `cpu`, from that CPU: n and room to 0
  * in one committed store (ops kept); returns the old word in *old. Goes to
  * `other` if this thread is not on `cpu` (then the caller closes it from
  * afar: pcpu.c's close_remote).
@@ -259,7 +257,7 @@ static inline unsigned pcpu_arch_cpu(long rseq_off)
 			     "movq %c[nco](%[c]), %[o]\n\t" \
 			     "movq %[o], %[t]\n\t" \
 			     "shrq $32, %[t]\n\t" \
-			     "shlq $32, %[t]\n\t"                 /* ops only: n = cap = 0 */ \
+			     "shlq $32, %[t]\n\t"                 /* ops only: n = room = 0 */ \
 			     "movq %[t], %c[nco](%[c])\n\t"       /* commit */ \
 			     "2:\n\t" \
 			     : [o] "=&r"(old_), [t] "=&r"(pcpu_t_) \
