@@ -129,6 +129,7 @@ static long sys_membarrier(int cmd, unsigned flags, int cpu)
 static unsigned possible_cpus(void)
 {
 	unsigned n = 0;
+	int e = errno;   /* (the allocator's start changes no errno) */
 	int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		char buf[256];
@@ -156,6 +157,7 @@ static unsigned possible_cpus(void)
 		long c = sysconf(_SC_NPROCESSORS_CONF);
 		n = c > 0 ? (unsigned)MIN(c, 1L << 30) : UINT_MAX;
 	}
+	errno = e;
 	return n;
 }
 #endif
