@@ -153,6 +153,29 @@ static void double_free_big(void *arg)
 	uslab_cache_free(c, p);
 }
 
+/* An object in a later 64 KiB slot of a slab of several (kmalloc-32768's
+ * slabs are 128 KiB, buddy-aligned: half their objects sit in the second
+ * slot, whose record only points back): the free of such an object takes
+ * its own checked path (dispatch.c's cpu_free_other), which must report
+ * as the inline one does. arg NULL: a double free; else an interior
+ * pointer. */
+static void later_slot(void *arg)
+{
+	void *v[8], *x = NULL;
+	for (int i = 0; i < 8; i++) {
+		CHECK((v[i] = uslab_malloc(30000)) != NULL);
+		if (!x && ((uintptr_t)v[i] & 0x1ffff) >= 0x10000)
+			x = v[i];
+	}
+	CHECK(x != NULL);
+	if (arg) {
+		uslab_free((char *)x + 64);
+		return;
+	}
+	uslab_free(x);
+	uslab_free(x);
+}
+
 struct remote_arg {
 	struct uslab_cache *c;
 	void *p, *q;
@@ -248,6 +271,9 @@ static void test_double_free(void)
 	CHECK_DEATH("double free on the CPU slab", double_free_cpu_slab, NULL, "uslab: fatal:", "double free");
 	CHECK_DEATH("double free of a 100000-byte object", double_free_big, NULL, "uslab: fatal:",
 		    "double free");
+	CHECK_DEATH("double free in a slab's later slot", later_slot, NULL, "uslab: fatal:", "double free");
+	CHECK_DEATH("interior pointer in a slab's later slot", later_slot, (void *)1, "uslab: fatal:",
+		    "invalid free");
 	CHECK_DEATH("double free remote (owner alive)", double_free_remote, (void *)1, "uslab: fatal:",
 		    "double free");
 	CHECK_DEATH("double free remote (owner exited)", double_free_remote, NULL, "uslab: fatal:",

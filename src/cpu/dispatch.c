@@ -186,6 +186,20 @@ void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x)
 		return;
 	}
 	struct uslab_cache *s = d->cache;
+	/* per CPU: an object of a later slot of a slab of several, whose slot
+	 * record the inline path cannot use, is checked here (exactly: its
+	 * offset may pass 64 KiB) and pushed as the inline path pushes, not
+	 * taken through the part's lock (kmalloc's classes of 20 KiB and more
+	 * keep half their objects in a second slot); a mark that fails is a
+	 * double free, which the slow path reports */
+	uintptr_t slot = atomic_load_explicit(&s->pcpu_slot, memory_order_relaxed);
+	if (slot && likely(!named || named->real == s) && likely(slab_obj_valid(s, d, x)) && likely(pcpu_mark(s, x))) {
+		track_free(x, s->object_size);
+		if (likely(pcpu_push(slot, x)))
+			return;
+		pcpu_free_marked(named, d, x);
+		return;
+	}
 	struct cpu_cache *c = cpu_this_id(d->cid);
 	/* a remote free or slqb's queue: straight to home.c once x is
 	 * checked, without the slow path's bookkeeping (they are this mode's
