@@ -231,7 +231,6 @@ void fork_get_stats(struct fork_stats *st)
 	st->reset = atomic_load_explicit(&stats.reset, memory_order_relaxed);
 }
 
-
 /* ---- the locks ---------------------------------------------------------- */
 
 /* The locks of one cache, in the order they are taken: the one place that

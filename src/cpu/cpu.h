@@ -1011,6 +1011,18 @@ static inline bool pcpu_mark(const struct uslab_cache *r, void *x)
 	return true;
 }
 
+/* x (of d, checked and marked) onto this CPU's part at `slot`, or through
+ * the slow path when the push cannot finish: the end of every per-CPU free
+ * (the inline one below, and dispatch.c's for a slab's later slot). */
+static inline __attribute__((always_inline)) void pcpu_push_marked(struct uslab_cache *named, struct slab *d,
+								   void *x, uintptr_t slot)
+{
+	track_free(x, d->cache->object_size);
+	if (likely(pcpu_push(slot, x)))
+		return;
+	pcpu_free_marked(named, d, x);
+}
+
 /*
  * Free of x (of slab d, a live slab of r's) on the per-CPU backend: checked
  * and marked first, then pushed by a sequence (the mark cannot be in it: a
@@ -1023,10 +1035,7 @@ static inline __attribute__((always_inline)) void pcpu_free_fast(struct uslab_ca
 								 void *x, uintptr_t slot)
 {
 	if (likely(pcpu_offset_ok(r, d, ((uintptr_t)x & SLOT_MASK) - d->colour)) && likely(pcpu_mark(r, x))) {
-		track_free(x, d->cache->object_size);
-		if (likely(pcpu_push(slot, x)))
-			return;
-		pcpu_free_marked(named, d, x);
+		pcpu_push_marked(named, d, x, slot);
 		return;
 	}
 	cpu_free_other(named, d, x);

@@ -194,10 +194,7 @@ void cpu_free_other(struct uslab_cache *named, struct slab *d, void *x)
 	 * double free, which the slow path reports */
 	uintptr_t slot = atomic_load_explicit(&s->pcpu_slot, memory_order_relaxed);
 	if (slot && likely(!named || named->real == s) && likely(slab_obj_valid(s, d, x)) && likely(pcpu_mark(s, x))) {
-		track_free(x, s->object_size);
-		if (likely(pcpu_push(slot, x)))
-			return;
-		pcpu_free_marked(named, d, x);
+		pcpu_push_marked(named, d, x, slot);
 		return;
 	}
 	struct cpu_cache *c = cpu_this_id(d->cid);

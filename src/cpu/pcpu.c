@@ -27,8 +27,8 @@
  * each a sequence of rseq_x86_64.h on the CPU's own part. The bulk calls
  * have two of their own (pcpu_alloc_bulk_fast, pcpu_free_bulk_marked): k
  * objects copied between main and the caller's array, then one commit of
- * n -/+ k, room +/- k, ops + k; a restart copies again. What main cannot give or take
- * goes through the slow path below.
+ * n -/+ k, room +/- k, ops + k; a restart copies again. What main cannot
+ * give or take goes through the slow path below.
  *
  * The slow paths: a part is "closed" (n = room = 0) while one thread works
  * on it with the sheaf code as if it were thread-local, holding its plock:

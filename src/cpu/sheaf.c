@@ -344,9 +344,7 @@ bool sheaf_setup_cpu(struct uslab_cache *s, struct cpu_cache *c, unsigned cap)
 	return true;
 }
 
-/* Give back the sheaves' objects: to the barn (whole full sheaves, when
- * to_barn and it has room) or to the slabs; the sheaves themselves to the
- * barn's empty list or freed. The part is left without sheaves (its next
+/* Take main and spare out of c, which is left without sheaves (its next
  * slow path sets it up again). */
 void sheaf_detach_cpu(struct cpu_cache *c, struct sheaf *sh[2])
 {
@@ -367,6 +365,9 @@ void sheaf_flush_cpu(struct uslab_cache *s, struct cpu_cache *c, bool to_barn)
 	sheaf_flush_detached(s, c, sh, to_barn);
 }
 
+/* Give back the sheaves' objects: to the barn (whole full sheaves, when
+ * to_barn and it has room) or to the slabs; the sheaves themselves to the
+ * barn's empty list or freed. */
 void sheaf_flush_detached(struct uslab_cache *s, struct cpu_cache *c, struct sheaf *sh[2], bool to_barn)
 {
 	for (unsigned i = 0; i < 2; i++) {

@@ -245,13 +245,6 @@ void bg_wake(void)
 
 /* ---- the thread ------------------------------------------------------------------ */
 
-/* Is the thread the last live one of the process? A process ends when its
- * last thread does (the main thread may pthread_exit() first, then the
- * program's other threads end): a thread of ours must not keep it alive.
- * /proc/self/task has a link per thread plus two, and the main thread
- * stays listed as a zombie once it has exited, which the process's state
- * in /proc/self/stat shows ('Z'). Without /proc it cannot tell and answers
- * no. Allocates nothing. */
 /* Links of /proc/self/task: the process's threads plus two ("." and
  * ".."); 0 without /proc. */
 static unsigned long task_links(void)
@@ -260,6 +253,13 @@ static unsigned long task_links(void)
 	return stat("/proc/self/task", &st) ? 0 : (unsigned long)st.st_nlink;
 }
 
+/* Is the thread the last live one of the process? A process ends when its
+ * last thread does (the main thread may pthread_exit() first, then the
+ * program's other threads end): a thread of ours must not keep it alive.
+ * /proc/self/task has a link per thread plus two, and the main thread
+ * stays listed as a zombie once it has exited, which the process's state
+ * in /proc/self/stat shows ('Z'). Without /proc it cannot tell and answers
+ * no. Allocates nothing. */
 static bool bg_alone(void)
 {
 	if (task_links() != 4)
