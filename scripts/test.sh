@@ -31,8 +31,10 @@
 # file) runs in the normal variant only.
 # The debug and mode variants (classic, home, slqb, slab) run 5 of the preload test's
 # 24 CPython modules, and every variant reuses the preload test's glibc results;
-# these reruns give test_mixed 4 s and the fork-from-a-signal tests 2 s.
-# The preload test runs glibc's side beside uslab's the first time (normal).
+# these reruns give test_mixed 4 s and the fork-from-a-signal tests 2 s, and
+# test_slab_reuse runs their own mode alone (the normal variant retunes).
+# The preload test runs glibc's side beside uslab's the first time (normal),
+# except CPython's, which glibc runs only to judge a failure under uslab.
 #   debug: the normal build's CTest suite with USLAB_OPTIONS=slub_debug=FZPU
 #          (every cache debugged); it must pass and no debug report (BUG,
 #          FIX, validate lines) may appear in any test's output.
@@ -97,9 +99,8 @@ export USLAB_PRELOAD_BASELINE=${USLAB_PRELOAD_BASELINE:-${B}test/preload-baselin
 # The variants that rerun the normal build's suite in another mode (debug,
 # and the modes) run CPython's tests with fewer modules: the modes differ below
 # the malloc family, and the normal variant runs all 24. Five that allocate
-# much and wait little (25 s under slub_debug=FZPU, about 10 in a mode, with
-# one glibc run of 5 s for all): threading and queue (25 s, mostly waiting)
-# are the normal variant's.
+# much and wait little (25 s under slub_debug=FZPU, about 10 in a mode):
+# threading and queue (25 s, mostly waiting) are the normal variant's.
 PRELOAD_SHORT="test_list test_dict test_unicode test_re test_json"
 # The reruns (debug and the modes) also give the two fixed-length tests
 # less time: test_mixed 4 s (10 in the normal variant) and the fork-from-
