@@ -30,7 +30,7 @@
 # The bench_run test (label "bench": bench/run.sh --quick and its results
 # file) runs in the normal variant only.
 # The debug and mode variants (classic, home, slqb, slab) run 5 of the preload test's
-# 24 CPython modules, and every variant reuses the preload test's glibc results;
+# 23 CPython modules, and every variant reuses the preload test's glibc results;
 # these reruns give test_mixed 4 s and the fork-from-a-signal tests 2 s, and
 # test_slab_reuse runs their own mode alone (the normal variant retunes).
 # The preload test runs glibc's side beside uslab's the first time (normal),
@@ -98,7 +98,7 @@ command -v ninja >/dev/null && GEN=(-G Ninja)
 export USLAB_PRELOAD_BASELINE=${USLAB_PRELOAD_BASELINE:-${B}test/preload-baseline}
 # The variants that rerun the normal build's suite in another mode (debug,
 # and the modes) run CPython's tests with fewer modules: the modes differ below
-# the malloc family, and the normal variant runs all 24. Five that allocate
+# the malloc family, and the normal variant runs all 23. Five that allocate
 # much and wait little (25 s under slub_debug=FZPU, about 10 in a mode):
 # threading and queue (25 s, mostly waiting) are the normal variant's.
 PRELOAD_SHORT="test_list test_dict test_unicode test_re test_json"
