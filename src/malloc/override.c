@@ -4,10 +4,11 @@
  * keeps its own malloc (bench/fastpath compares the two in one process).
  *
  * Every name forwards to a hidden mf_* function (malloc.c): a direct call,
- * no PLT; malloc and free are kmalloc.h's inline paths themselves. glibc's internal callers reach these through the __libc_* names
- * and through the public ones (glibc's own functions call malloc through
- * the PLT, so interposing the public names is enough; see the glibc manual,
- * "Replacing malloc"). reallocarray is given too, though glibc's calls
+ * no PLT; malloc and free are kmalloc.h's inline paths themselves (one
+ * jump less on the two calls programs make most). glibc's internal
+ * callers reach these through the __libc_* names and through the public
+ * ones (glibc's own functions call malloc through the PLT, so interposing
+ * the public names is enough; see the glibc manual, "Replacing malloc"). reallocarray is given too, though glibc's calls
  * realloc; strdup and friends call malloc and need nothing.
  */
 #define _GNU_SOURCE
@@ -22,9 +23,6 @@
 #define EXPORT __attribute__((visibility("default")))
 #define ALIAS(target) __attribute__((alias(#target), visibility("default")))
 
-/* malloc and free are the inline paths themselves (kmalloc.h), not a jump
- * to mf_malloc/mf_free: one branch less on every call of the two that
- * programs make most (the others forward). */
 EXPORT void *malloc(size_t n) { return kmalloc(n); }
 EXPORT void free(void *p) { kfree(p); }
 EXPORT void *calloc(size_t n, size_t size) { return mf_calloc(n, size); }
