@@ -25,29 +25,29 @@ set -euo pipefail
 command -v objdump >/dev/null && command -v readelf >/dev/null || { echo "SKIPPED: no objdump/readelf"; exit 77; }
 [ "$(uname -m)" = x86_64 ] || { echo "SKIPPED: the sequences are x86-64's"; exit 77; }
 
+# hex(s) for awk programs: mawk, Debian's default awk, has no strtonum
+AWK_HEX='function hex(s,  i, c, v) { v = 0; s = tolower(s); for (i = 1; i <= length(s); i++) { c = index("0123456789abcdef", substr(s, i, 1)); if (!c) break; v = v * 16 + c - 1 } return v }'
+
 # sections LIB: one line per section, "name type address offset size" (hex),
 # whatever width readelf gives the index column ("[ 9]" or "[25]")
 sections() {
 	readelf -SW "$1" | sed -n 's/^ *\[ *[0-9]*\] *//p'
 }
 
-# check_lib LIB: 0 if every sequence of LIB is laid out as it must be.
-check_lib() {
-	local lib=$1 fail=0 sec addr size desc dis nseq st pco ab end res atstart atend last sig ok
+# descriptors LIB: one line per struct rseq_cs of LIB's __rseq_cs section,
+# "start post_commit_offset abort_ip" (hex); nothing without the section.
+# The records are 32 bytes: version/flags, start_ip, post_commit_offset,
+# abort_ip; start_ip and abort_ip come from their R_X86_64_RELATIVE
+# relocations, which a RELA linker may leave 0 in the section's bytes.
+descriptors() {
+	local lib=$1 sec addr size
 	sec=$(sections "$lib" | awk '$1 == "__rseq_cs" { print $3, $5 }')
-	if [ -z "$sec" ]; then
-		echo "$lib: no __rseq_cs section (the per-CPU backend needs one)"
-		return 1
-	fi
+	[ -n "$sec" ] || return 0
 	read -r addr size <<<"$sec"
-	# the section's 32-byte records: version/flags, start_ip, post_commit_offset, abort_ip
-	# (start_ip and abort_ip from their R_X86_64_RELATIVE relocations, which a RELA
-	# linker may leave 0 in the section's bytes)
-	desc=$( {
+	{
 		readelf -rW "$lib" | awk '$3 == "R_X86_64_RELATIVE" { print "R", $1, $4 }'
 		objdump -s -j __rseq_cs "$lib" | awk '/^ [0-9a-f]+ / { print "D", $0 }'
-	} | awk -v base="$addr" -v size="$size" '
-		function hex(s,  i, c, v) { v = 0; s = tolower(s); for (i = 1; i <= length(s); i++) { c = index("0123456789abcdef", substr(s, i, 1)); if (!c) break; v = v * 16 + c - 1 } return v }
+	} | awk -v base="$addr" -v size="$size" "$AWK_HEX"'
 		function le32(w,  s) { s = substr(w, 7, 2) substr(w, 5, 2) substr(w, 3, 2) substr(w, 1, 2); return hex(s) }
 		BEGIN { b = hex(base); n = hex(size) }
 		$1 == "R" { rel[hex($2)] = hex($3); next }
@@ -62,15 +62,24 @@ check_lib() {
 				ab = (d + 24) in rel ? rel[d + 24] : word[d + 24] + word[d + 28] * 4294967296
 				printf "%x %x %x\n", st, pco, ab
 			}
-		}')
+		}'
+}
+
+# check_lib LIB: 0 if every sequence of LIB is laid out as it must be.
+check_lib() {
+	local lib=$1 fail=0 desc dis nseq st pco ab end res atstart atend last sig ok
+	desc=$(descriptors "$lib")
+	if [ -z "$desc" ]; then
+		echo "$lib: no __rseq_cs section (the per-CPU backend needs one)"
+		return 1
+	fi
 	dis=$(objdump -d --no-show-raw-insn "$lib" | awk -F'\t' '/^ *[0-9a-f]+:\t/ { a = $1; sub(/^ */, "", a); sub(/:$/, "", a); print a "\t" $2 }')
 	nseq=0
 	while read -r st pco ab; do
 		nseq=$((nseq + 1))
 		end=$(printf '%x' $((0x$st + 0x$pco)))
 		# the instruction that ends at `end`, and whether start and end are boundaries
-		res=$(awk -F'\t' -v st="$st" -v end="$end" '
-			function hex(s,  i, c, v) { v = 0; s = tolower(s); for (i = 1; i <= length(s); i++) { c = index("0123456789abcdef", substr(s, i, 1)); if (!c) break; v = v * 16 + c - 1 } return v }
+		res=$(awk -F'\t' -v st="$st" -v end="$end" "$AWK_HEX"'
 			BEGIN { S = hex(st); E = hex(end) }
 			{ a = hex($1) }
 			prev != "" && a == E { last = prevtxt; atend = 1 }
@@ -114,10 +123,9 @@ bump_byte() {
 }
 read -r cs_addr cs_off < <(sections "$1" | awk '$1 == "__rseq_cs" { print $3, $4 }')
 bump_byte "$tmp/bad.so" $((0x$cs_off + 16))   # post_commit_offset (a constant: no relocation)
-ab=$(objdump -s -j __rseq_cs "$1" | awk 'NR > 4 && /^ [0-9a-f]+ / { n++; if (n == 2) { w = $4; print substr(w, 7, 2) substr(w, 5, 2) substr(w, 3, 2) substr(w, 1, 2); exit } }')
-if [ -n "$ab" ] && [ "$ab" != 00000000 ]; then
-	read -r tx_addr tx_off < <(sections "$1" | awk -v a=$((0x$ab)) '
-		function hex(s,  i, c, v) { v = 0; s = tolower(s); for (i = 1; i <= length(s); i++) { c = index("0123456789abcdef", substr(s, i, 1)); if (!c) break; v = v * 16 + c - 1 } return v }
+read -r _ _ ab < <(descriptors "$1")   # the first sequence's abort_ip
+if [ -n "${ab:-}" ] && [ "$ab" != 0 ]; then
+	read -r tx_addr tx_off < <(sections "$1" | awk -v a=$((0x$ab)) "$AWK_HEX"'
 		$1 ~ /^\./ && $2 == "PROGBITS" && hex($3) <= a && a < hex($3) + hex($5) { print $3, $4 }')
 	[ -n "${tx_addr:-}" ] && bump_byte "$tmp/bad.so" $((0x$ab - 2 - 0x$tx_addr + 0x$tx_off))   # a signature byte
 fi

@@ -8,8 +8,9 @@
  * jump less on the two calls programs make most). glibc's internal
  * callers reach these through the __libc_* names and through the public
  * ones (glibc's own functions call malloc through the PLT, so interposing
- * the public names is enough; see the glibc manual, "Replacing malloc"). reallocarray is given too, though glibc's calls
- * realloc; strdup and friends call malloc and need nothing.
+ * the public names is enough; see the glibc manual, "Replacing malloc").
+ * reallocarray is given too, though glibc's calls realloc; strdup and
+ * friends call malloc and need nothing.
  */
 #define _GNU_SOURCE
 #include "kmalloc.h"
