@@ -15,6 +15,12 @@
  *                 (freed, then shrink)
  *   batch         the same object twice in one free_bulk
  * all caught at the second free.
+ *   boundary      the free paths' object check (cpu.h's cpu_obj_index: one
+ *                 multiply, a rotate and a compare with the slab's count)
+ *                 against % and / for every stride to 1 KiB and every
+ *                 fifth multiple of 8 above to 64 KiB (fewer under
+ *                 sanitizers), every offset in a slot and 4 KiB below 0
+ *                 (a pointer before a colour); once, not again hardened
  * hardened mode (a re-exec with USLAB_OPTIONS=hardened):
  *   every case above, plus a free of a slot never allocated; a clean
  *   workload (threads, bulk, shrink) reports nothing; objects keep their
@@ -22,6 +28,7 @@
  */
 #include "check.h"
 #include "kfence.h"   /* kfence_owns(): KFENCE is on by default */
+#include "cpu.h"      /* cpu_obj_index(), slab_div_init() */
 
 #include <stdatomic.h>
 
@@ -224,6 +231,27 @@ static void clean(void)
 	destroy_silently(clean_cache);
 }
 
+static void boundary(void)
+{
+	unsigned long wrong = 0, n = 0;
+	for (uint32_t stride = 8; stride <= SLOT_SIZE; stride += stride < 1024 ? 8 : SCALE(40, 280)) {
+		uint32_t inv, k;
+		slab_div_init(stride, &inv, &k);
+		CHECK_EQ((uint32_t)(stride >> k) * inv, 1);
+		uint32_t objects = (uint32_t)MIN(SLOT_SIZE / stride, SLAB_MAX_OBJECTS);
+		for (uint32_t i = 0; i < SLOT_SIZE + 4096; i++) {
+			uint32_t off = i < SLOT_SIZE ? i : (uint32_t)(i - SLOT_SIZE - 4096);   /* then -4096 .. -1 */
+			bool want = off % stride == 0 && off / stride < objects;
+			bool got = cpu_obj_index(off, inv, k) < objects;
+			if (got != want && wrong++ < 5)
+				printf("    stride %u, offset %u: %d, not %d\n", stride, off, got, want);
+			n++;
+		}
+	}
+	printf("    %lu offsets checked\n", n);
+	CHECK_EQ(wrong, 0);
+}
+
 static void misuse(void)
 {
 	struct uslab_cache *probe = fresh("hd-probe", 64);
@@ -257,6 +285,8 @@ int main(int argc, char **argv)
 	const char *o = getenv("USLAB_OPTIONS");
 	hardened = o && strstr(o, "hardened");
 	check_init(hardened ? "test_hardening (hardened)" : "test_hardening");
+	if (!hardened)
+		RUN(boundary);
 	RUN(misuse);
 	RUN(clean);
 	if (!hardened) {   /* then all of it again in hardened mode */

@@ -164,7 +164,7 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 	s->size = (unsigned)stride;
 	s->align = (unsigned)align;
 	s->divmagic = UINT64_MAX / stride + 1;
-	s->divm32 = (uint32_t)(((1ULL << 32) + stride - 1) / stride);
+	slab_div_init((uint32_t)stride, &s->divinv, &s->divk);
 	s->min_order = (uint8_t)floor_order;
 	s->min_objects = (uint16_t)MIN(order_objects(s->min_order, s->size), SLAB_MAX_OBJECTS);
 	set_order(s, calculate_order(s->size, floor_order));
@@ -345,7 +345,8 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		s->size = root->size;
 		s->offset = root->offset;
 		s->divmagic = root->divmagic;
-		s->divm32 = root->divm32;
+		s->divinv = root->divinv;
+		s->divk = root->divk;
 		s->fp_key = root->fp_key;
 		atomic_store_explicit(&s->pcpu_slot, atomic_load_explicit(&root->pcpu_slot, memory_order_relaxed),
 				      memory_order_relaxed);

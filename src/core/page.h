@@ -104,7 +104,10 @@ struct slab {
 	/* free-list head (as an offset in the segment), inuse count and
 	 * frozen bit in one word, changed together by compare-and-swap. */
 	_Atomic uint64_t fc;
-	struct uslab_cache *cache;  /* owning cache; NULL when no slab */
+	/* owning cache; NULL in every record that is not a slab's own (SK_NONE,
+	 * SK_TAIL: never set there, cleared before a slab's block goes back),
+	 * so that cache == s stands for the kind check (cpu.h's slab_free_fast) */
+	struct uslab_cache *cache;
 	struct slab *next;          /* node/CPU partial list, an owner's list, the empty list */
 	struct slab *prev;          /* node partial list, an owner's list, the empty list */
 	/* Ownership (home.c): the CPU part that owns this slab, or NULL,

@@ -253,9 +253,13 @@ struct uslab_cache {
 	 * when made and at every retune, on a real cache and its aliases
 	 * alike (an alias has its root's id, so its root's slot). */
 	_Atomic uintptr_t pcpu_slot;
-	uint32_t divm32;           /* ceil(2^32 / size): the same test as divmagic's, and the quotient,
-	                            * for x < 2^16 (an offset in a slot: cpu.h's cpu_offset_ok) */
-	unsigned align;            /* effective alignment */
+	/* size = q << divk, q odd; divinv = q's inverse mod 2^32. For a
+	 * 32-bit offset x in a slot, ror32(x * divinv, divk) is x / size when
+	 * size divides x, and at least 2^32 / size otherwise: one compare
+	 * with a slab's object count is the whole boundary check (cpu.h's
+	 * cpu_offset_ok) */
+	uint32_t divinv;
+	uint32_t divk;
 	struct uslab_cache *real;  /* the cache whose slabs hold the objects: root, or itself */
 	uintptr_t fp_key;          /* random key of free pointer obfuscation */
 	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
@@ -265,6 +269,7 @@ struct uslab_cache {
 	uint8_t min_order;         /* fallback order: smallest that holds an object */
 	uint16_t min_objects;      /* objects in a slab of `min_order` */
 	unsigned long flags;
+	unsigned align;            /* effective alignment */
 	void (*ctor)(void *);
 	/* slub_debug (debug.c). Debug caches have no CPU parts: every operation
 	 * takes the node-locked slab path, as in the kernel; other caches' fast
@@ -429,6 +434,16 @@ static inline bool slab_is_array(const struct slab *slab)
 static inline char *slab_first(const struct uslab_cache *s, const struct slab *slab)
 {
 	return (char *)slab_address(slab) + s->red_left_pad + slab->colour;
+}
+
+/* divinv and divk of a stride (above, struct uslab_cache). */
+static inline void slab_div_init(uint32_t stride, uint32_t *inv, uint32_t *k)
+{
+	*k = (uint32_t)__builtin_ctz(stride);
+	uint32_t q = stride >> *k, x = q;   /* x: q's inverse mod 2^3 (q odd) */
+	for (int i = 0; i < 4; i++)         /* Newton: each step doubles the bits, 3 -> 48 */
+		x *= 2 - q * x;
+	*inv = x;
 }
 
 /* Is `off` (< 2^32) a multiple of the object stride? One multiply (Lemire's

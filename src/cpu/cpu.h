@@ -77,7 +77,7 @@ struct cpu_cache {
 	uint32_t slab_span;             /* bytes of object slots in `slab` (0 without) */
 	uint32_t offset;                /* the cache's free-pointer offset (a copy: one line less) */
 	uintptr_t fp_key;               /* the cache's free-pointer key (a copy) */
-	uint32_t divm32;                /* the cache's boundary multiplier in a slot (a copy) */
+	uint32_t divinv, divk;          /* the cache's boundary check in a slot (copies; slab.h) */
 	void **objs;                    /* sheaves: main's objects[] */
 	uint32_t n;                     /* sheaves: objects in main; owner writes, others read (relaxed) */
 	uint32_t cap;                   /* sheaves: main's capacity; 0 in other modes, so that the free
@@ -813,17 +813,25 @@ static inline void cpu_fp_scrub(const struct cpu_cache *c, void *x)
 	*(void **)((char *)x + c->offset) = NULL;
 }
 
-/* Is off the offset of one of slab d's objects in its first slot, by the
- * part's copy of the stride's 32-bit multiplier? One 64-bit multiply gives
- * both the remainder test (the low half, Lemire's) and the quotient, the
- * object's index (the high half); both are exact for off < 2^16 and every
- * stride (checked for all of them to 2^17 and every such off), and a
- * larger off (a pointer before a colour) gives an index of a slot's worth
- * or more, which no slab's first slot has. */
+/* The object index that a 32-bit offset in a slot gives, by the stride's
+ * odd part's inverse and its power of two (slab.h, divinv): exact when
+ * the stride divides off, and at least 2^32 / stride (more objects than
+ * any slab has) when it does not. So one compare with a slab's object
+ * count checks both the boundary and the range, and an offset below a
+ * colour (negative, so near 2^32) fails it too. Checked against % and /
+ * for every stride of 8 .. 64 KiB (and a sample to 4 MiB) and every
+ * offset below 2^17 or above 2^32 - 2^17. */
+static inline uint32_t cpu_obj_index(uint32_t off, uint32_t inv, uint32_t k)
+{
+	uint32_t y = off * inv;
+	return (y >> (k & 31)) | (y << (-k & 31));   /* ror */
+}
+
+/* Is off the offset of one of slab d's objects in its first slot (by the
+ * part's copies of the cache's divinv and divk)? */
 static inline bool cpu_offset_ok(const struct cpu_cache *c, const struct slab *d, uint32_t off)
 {
-	uint64_t m = (uint64_t)off * c->divm32;
-	return (uint32_t)m < c->divm32 && (uint32_t)(m >> 32) < d->objects;
+	return cpu_obj_index(off, c->divinv, c->divk) < d->objects;
 }
 
 /* A free pointer popped off `freelist` that is not NULL nor in x's slot:
@@ -994,8 +1002,7 @@ static inline __attribute__((always_inline)) void home_free_fast(struct slab *d,
  * word does not read as a link; then the word gets the mark. */
 static inline bool pcpu_offset_ok(const struct uslab_cache *r, const struct slab *d, uint32_t off)
 {
-	uint64_t m = (uint64_t)off * r->divm32;
-	return (uint32_t)m < r->divm32 && (uint32_t)(m >> 32) < d->objects;
+	return cpu_obj_index(off, r->divinv, r->divk) < d->objects;
 }
 static inline bool pcpu_mark(const struct uslab_cache *r, void *x)
 {
@@ -1119,7 +1126,9 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 	struct slab *d = slab_record(x);
 	uintptr_t slot = atomic_load_explicit(&s->pcpu_slot, memory_order_relaxed);   /* (s's line: loaded already) */
 	if (likely(slot)) {
-		if (likely(slab_kind(d) == SK_SLAB) && likely(d->cache == s->real))
+		/* (d->cache == s->real stands for the kind check: only a slab's
+		 * own record names a cache, page.h) */
+		if (likely(d->cache == s->real))
 			pcpu_free_fast(s, s, d, x, slot);   /* (an alias has its root's slot) */
 		else
 			cpu_free_other(s, d, x);
@@ -1131,7 +1140,7 @@ static inline __attribute__((always_inline)) void slab_free_fast(struct uslab_ca
 		home_free_fast_c(cpu_this(s), d, x);
 		return;
 	}
-	if (likely(slab_kind(d) == SK_SLAB) && likely(d->cache == s->real)) {
+	if (likely(d->cache == s->real)) {   /* (and so SK_SLAB, as above) */
 		slab_free_fast_tls(s, d, x, s->real->id);   /* (= d->cid, without waiting for d) */
 		return;
 	}

@@ -376,7 +376,8 @@ static struct cpu_cache *part_create(struct uslab_cache *s, unsigned cpu)
 		c->mode = CPU_SHEAVES;
 		c->offset = s->offset;
 		c->fp_key = s->fp_key;
-		c->divm32 = s->divm32;
+		c->divinv = s->divinv;
+		c->divk = s->divk;
 		c->cache = s;
 		c->pcpu = true;
 		c->pcpu_cpu = cpu;

@@ -411,7 +411,8 @@ struct cpu_cache *cpu_get(struct uslab_cache *s)
 	c->mode = CPU_NR_MODES;
 	c->offset = s->offset;
 	c->fp_key = s->fp_key;
-	c->divm32 = s->divm32;
+	c->divinv = s->divinv;
+	c->divk = s->divk;
 	__atomic_store_n(&c->thread, t, __ATOMIC_RELAXED);
 	c->cache = s;
 	list_push(&s->cpu_list, c);
