@@ -1097,8 +1097,8 @@ static inline __attribute__((always_inline)) void slab_free_fast_tls(struct usla
 static inline __attribute__((always_inline)) void slab_free_fast_rec(struct slab *d, void *x,
 								  void (*other)(void *, struct slab *))
 {
-	if (likely(slab_kind(d) == SK_SLAB)) {
-		struct uslab_cache *r = d->cache;
+	struct uslab_cache *r = d->cache;   /* NULL unless d is a slab's own record (page.h): the kind check */
+	if (likely(r != NULL)) {
 		uintptr_t slot = atomic_load_explicit(&r->pcpu_slot, memory_order_relaxed);
 		if (likely(slot)) {
 			pcpu_free_fast(NULL, r, d, x, slot);
