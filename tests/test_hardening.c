@@ -18,9 +18,10 @@
  *   boundary      the free paths' object check (cpu.h's cpu_obj_index: one
  *                 multiply, a rotate and a compare with the slab's count)
  *                 against % and / for every stride to 1 KiB and every
- *                 fifth multiple of 8 above to 64 KiB (fewer under
+ *                 fifteenth multiple of 8 above to 64 KiB (fewer under
  *                 sanitizers), every offset in a slot and 4 KiB below 0
- *                 (a pointer before a colour); once, not again hardened
+ *                 (a pointer before a colour), with a slot's object count
+ *                 and a segment-sized slab's; once, not again hardened
  * hardened mode (a re-exec with USLAB_OPTIONS=hardened):
  *   every case above, plus a free of a slot never allocated; a clean
  *   workload (threads, bulk, shrink) reports nothing; objects keep their
@@ -234,19 +235,23 @@ static void clean(void)
 static void boundary(void)
 {
 	unsigned long wrong = 0, n = 0;
-	for (uint32_t stride = 8; stride <= SLOT_SIZE; stride += stride < 1024 ? 8 : SCALE(40, 280)) {
+	for (uint32_t stride = 8; stride <= SLOT_SIZE; stride += stride < 1024 ? 8 : SCALE(120, 280)) {
 		uint32_t inv, k;
 		slab_div_init(stride, &inv, &k);
 		CHECK_EQ((uint32_t)(stride >> k) * inv, 1);
-		uint32_t objects = (uint32_t)MIN(SLOT_SIZE / stride, SLAB_MAX_OBJECTS);
-		for (uint32_t i = 0; i < SLOT_SIZE + 4096; i++) {
-			uint32_t off = i < SLOT_SIZE ? i : (uint32_t)(i - SLOT_SIZE - 4096);   /* then -4096 .. -1 */
-			bool want = off % stride == 0 && off / stride < objects;
-			bool got = cpu_obj_index(off, inv, k) < objects;
-			if (got != want && wrong++ < 5)
-				printf("    stride %u, offset %u: %d, not %d\n", stride, off, got, want);
-			n++;
-		}
+		/* a slab of one slot, and the most objects a slab of a segment's size could have */
+		uint32_t counts[2] = { (uint32_t)MIN(SLOT_SIZE / stride, SLAB_MAX_OBJECTS),
+				       (uint32_t)MIN(SEG_SIZE / stride, SLAB_MAX_OBJECTS) };
+		for (int c = 0; c < 2; c++)
+			for (uint32_t i = 0; i < SLOT_SIZE + 4096; i++) {
+				uint32_t off = i < SLOT_SIZE ? i : (uint32_t)(i - SLOT_SIZE - 4096);   /* then -4096 .. -1 */
+				bool want = off % stride == 0 && off / stride < counts[c];
+				bool got = cpu_obj_index(off, inv, k) < counts[c];
+				if (got != want && wrong++ < 5)
+					printf("    stride %u, %u objects, offset %u: %d, not %d\n", stride, counts[c], off,
+					       got, want);
+				n++;
+			}
 	}
 	printf("    %lu offsets checked\n", n);
 	CHECK_EQ(wrong, 0);

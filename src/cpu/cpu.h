@@ -818,9 +818,8 @@ static inline void cpu_fp_scrub(const struct cpu_cache *c, void *x)
  * the stride divides off, and at least 2^32 / stride (more objects than
  * any slab has) when it does not. So one compare with a slab's object
  * count checks both the boundary and the range, and an offset below a
- * colour (negative, so near 2^32) fails it too. Checked against % and /
- * for every stride of 8 .. 64 KiB (and a sample to 4 MiB) and every
- * offset below 2^17 or above 2^32 - 2^17. */
+ * colour (negative, so near 2^32) fails it too, whatever the slab's size.
+ * test_hardening (boundary) checks it against % and /. */
 static inline uint32_t cpu_obj_index(uint32_t off, uint32_t inv, uint32_t k)
 {
 	uint32_t y = off * inv;
