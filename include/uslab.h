@@ -134,13 +134,17 @@ USLAB_API void *uslab_cache_zalloc(struct uslab_cache *cache);
  * Free an object to the cache it came from. Any thread may free any object.
  * NULL does nothing. Never changes errno.
  *
- * Misuse that costs a compare to detect is detected in every build: a pointer
- * that is not the start of an object of a uslab slab (stack, global, interior
- * pointer), an object of another cache (both caches are named), and a double
- * free that meets the object on top of this thread's sheaf, at the head of a
- * free list, twice in one batch given back to the slabs, or in a slab whose
- * count it would take below zero. Each writes one line starting
- * "uslab: fatal:" to stderr and calls abort().
+ * Misuse is detected at the free: a pointer that is not the start of an
+ * object of a uslab slab (stack, global, interior pointer), an object of
+ * another cache (both caches are named), and a count that would go below
+ * zero, in every build; and a double free of an object that is still free,
+ * with any number of frees in between and in every cpu_mode (the free reads
+ * the object's free-pointer word first, which holds an obfuscated link or
+ * the double-free mark while the object is free), in the default build
+ * (-DUSLAB_HARDENED=OFF, which has no key to tell a link from the program's
+ * data, checks only the first three). Each writes one line starting
+ * "uslab: fatal:" to stderr and calls abort(). README.md's "Double frees and
+ * invalid frees" has the whole table, with slub_debug and `hardened`.
  */
 USLAB_API void uslab_cache_free(struct uslab_cache *cache, void *obj);
 
