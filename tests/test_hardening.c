@@ -15,7 +15,7 @@
  *                 (freed, then shrink)
  *   batch         the same object twice in one free_bulk
  * all caught at the second free.
- *   boundary      the free paths' object check (cpu.h's cpu_obj_index: one
+ *   boundary      the free paths' object check (slab.h's slab_obj_index: one
  *                 multiply, a rotate and a compare with the slab's count)
  *                 against % and / for every stride to 1 KiB and every
  *                 fifteenth multiple of 8 above to 64 KiB (fewer under
@@ -29,7 +29,7 @@
  */
 #include "check.h"
 #include "kfence.h"   /* kfence_owns(): KFENCE is on by default */
-#include "cpu.h"      /* cpu_obj_index(), slab_div_init() */
+#include "cpu.h"      /* slab_obj_index(), slab_div_init() (slab.h) */
 
 #include <stdatomic.h>
 
@@ -246,12 +246,32 @@ static void boundary(void)
 			for (uint32_t i = 0; i < SLOT_SIZE + 4096; i++) {
 				uint32_t off = i < SLOT_SIZE ? i : (uint32_t)(i - SLOT_SIZE - 4096);   /* then -4096 .. -1 */
 				bool want = off % stride == 0 && off / stride < counts[c];
-				bool got = cpu_obj_index(off, inv, k) < counts[c];
+				bool got = slab_obj_index(off, inv, k) < counts[c];
 				if (got != want && wrong++ < 5)
 					printf("    stride %u, %u objects, offset %u: %d, not %d\n", stride, counts[c], off,
 					       got, want);
 				n++;
 			}
+		/* the slow paths' form (slab_off_ok), whose offsets are pointer
+		 * differences: a multiple of the stride 4 GiB or more away, or
+		 * below the first object, is not an object however its low 32
+		 * bits divide */
+		struct uslab_cache fake;
+		memset(&fake, 0, sizeof fake);
+		fake.divinv = inv;
+		fake.divk = k;
+		for (uint32_t j = 0; j < counts[1]; j += 1 + counts[1] / 7) {
+			uintptr_t off = (uintptr_t)j * stride;
+			bool near = slab_off_ok(&fake, off, counts[1]);
+			bool far = slab_off_ok(&fake, off + ((uintptr_t)1 << 32), counts[1]) ||
+				   slab_off_ok(&fake, off + ((uintptr_t)stride << 32), counts[1]) ||
+				   slab_off_ok(&fake, off - ((uintptr_t)1 << 32), counts[1]) ||
+				   slab_off_ok(&fake, (uintptr_t)0 - stride - off, counts[1]);
+			if ((!near || far) && wrong++ < 5)
+				printf("    stride %u, object %u: slab_off_ok %d at its offset, %d 4 GiB away\n", stride, j,
+				       near, far);
+			n += 5;
+		}
 	}
 	printf("    %lu offsets checked\n", n);
 	CHECK_EQ(wrong, 0);

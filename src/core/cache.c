@@ -163,7 +163,6 @@ static int cache_layout(struct uslab_cache *s, size_t size, size_t align, unsign
 	s->object_size = (unsigned)size;
 	s->size = (unsigned)stride;
 	s->align = (unsigned)align;
-	s->divmagic = UINT64_MAX / stride + 1;
 	slab_div_init((uint32_t)stride, &s->divinv, &s->divk);
 	s->min_order = (uint8_t)floor_order;
 	s->min_objects = (uint16_t)MIN(order_objects(s->min_order, s->size), SLAB_MAX_OBJECTS);
@@ -344,7 +343,6 @@ struct uslab_cache *uslab_cache_create(const char *name, size_t size, size_t ali
 		s->id = root->id;
 		s->size = root->size;
 		s->offset = root->offset;
-		s->divmagic = root->divmagic;
 		s->divinv = root->divinv;
 		s->divk = root->divk;
 		s->fp_key = root->fp_key;

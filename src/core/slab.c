@@ -513,8 +513,8 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 	 * stores into objects could alias a byte field, so the compiler
 	 * reloads them each step otherwise); take_next()'s check inline.
 	 * objs[] fills from want - 1 down, so that the head ends on top. */
-	const uintptr_t first = (uintptr_t)slab_first(s, slab), span = (uintptr_t)slab->objects * s->size;
-	const uint64_t magic = s->divmagic;
+	const uintptr_t first = (uintptr_t)slab_first(s, slab);
+	const uint32_t inv = s->divinv, dk = s->divk, objects = slab->objects;
 	const unsigned fpo = s->offset;
 	void **top = objs + want;
 	void *p = fl;
@@ -525,7 +525,7 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 		uintptr_t mask = fp_mask(s, where);
 		void *next = (void *)((uintptr_t)*where ^ mask);
 		uintptr_t off = (uintptr_t)next - first;
-		if (unlikely(next && !(off < span && (uint64_t)off * magic <= magic - 1)))
+		if (unlikely(next && !(!(off >> 32) && slab_obj_index((uint32_t)off, inv, dk) < objects)))
 			slab_bad_freelist(s, p, next);
 		*where = (void *)((uintptr_t)word ^ mask);   /* its line is ours now: see FP_TAKEN */
 		*--top = p;

@@ -254,15 +254,14 @@ struct uslab_cache {
 	 * alike (an alias has its root's id, so its root's slot). */
 	_Atomic uintptr_t pcpu_slot;
 	/* size = q << divk, q odd; divinv = q's inverse mod 2^32. For a
-	 * 32-bit offset x in a slot, ror32(x * divinv, divk) is x / size when
-	 * size divides x, and at least 2^32 / size otherwise: one compare
-	 * with a slab's object count is the whole boundary check (cpu.h's
-	 * cpu_offset_ok) */
+	 * 32-bit offset x from a slab's first object, ror32(x * divinv, divk)
+	 * is x / size when size divides x, and at least 2^32 / size otherwise:
+	 * one compare with the slab's object count is the whole boundary
+	 * check, on every path (slab_obj_index below) */
 	uint32_t divinv;
 	uint32_t divk;
 	struct uslab_cache *real;  /* the cache whose slabs hold the objects: root, or itself */
 	uintptr_t fp_key;          /* random key of free pointer obfuscation */
-	uint64_t divmagic;         /* ceil(2^64 / size): x % size == 0 iff x * divmagic <= divmagic - 1 */
 	/* preferred order << 16 | objects per slab of that order, in one word
 	 * so that the order tunable changes both at once (kmem_cache's oo) */
 	_Atomic uint32_t oo;
@@ -446,18 +445,30 @@ static inline void slab_div_init(uint32_t stride, uint32_t *inv, uint32_t *k)
 	*inv = x;
 }
 
-/* Is `off` (< 2^32) a multiple of the object stride? One multiply (Lemire's
- * divisibility test), no division. */
-static inline bool obj_offset_ok(const struct uslab_cache *s, uintptr_t off)
+/* The object index that a 32-bit offset from a slab's first object gives,
+ * by the stride's odd part's inverse and its power of two (divinv, divk):
+ * exact when the stride divides off, and at least 2^32 / stride (more
+ * objects than any slab has: a slab is at most a segment) when it does
+ * not. So one compare with a slab's object count checks both the boundary
+ * and the range, and an offset below the first object (negative, so near
+ * 2^32) fails it too. test_hardening (boundary) checks it against % and /. */
+static inline uint32_t slab_obj_index(uint32_t off, uint32_t inv, uint32_t k)
 {
-	return (uint64_t)off * s->divmagic <= s->divmagic - 1;
+	uint32_t y = off * inv;
+	return (y >> (k & 31)) | (y << (-k & 31));   /* ror */
+}
+
+/* Is `off` (from a slab's first object, a pointer difference) the offset
+ * of one of its `objects` objects? */
+static inline bool slab_off_ok(const struct uslab_cache *s, uintptr_t off, unsigned objects)
+{
+	return !(off >> 32) && slab_obj_index((uint32_t)off, s->divinv, s->divk) < objects;
 }
 
 /* Is x the start of an object of this slab? */
 static inline bool slab_obj_valid(const struct uslab_cache *s, const struct slab *slab, const void *x)
 {
-	uintptr_t off = (uintptr_t)x - (uintptr_t)slab_first(s, slab);
-	return off < ((uintptr_t)slab->objects * s->size) && obj_offset_ok(s, off);
+	return slab_off_ok(s, (uintptr_t)x - (uintptr_t)slab_first(s, slab), slab->objects);
 }
 
 /* Is x an object of a live slab of cache s (a real cache without debug
@@ -467,7 +478,7 @@ static inline bool slab_owns(const struct uslab_cache *s, const struct slab *sla
 {
 	uintptr_t off = (uintptr_t)x - (uintptr_t)slab_address(slab) - slab->colour;
 	return likely(slab->cache == s) && likely(slab_kind(slab) == SK_SLAB) &&
-	       likely(off < (uintptr_t)slab->objects * s->size) && likely(obj_offset_ok(s, off));
+	       likely(slab_off_ok(s, off, slab->objects));
 }
 
 /* ---- hardened mode: the live bit of every object ------------------------- */

@@ -303,7 +303,7 @@ static inline void set_inuse(struct slab *d, unsigned n)
 static inline unsigned obj_index(const struct uslab_cache *s, const struct slab *d, const void *x)
 {
 	uintptr_t off = (uintptr_t)x - (uintptr_t)slab_first(s, d);
-	return (unsigned)(((unsigned __int128)s->divmagic * off) >> 64);
+	return slab_obj_index((uint32_t)off, s->divinv, s->divk);
 }
 
 /* Counts written under the node lock, peeked without: load and store. */

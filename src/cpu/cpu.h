@@ -813,24 +813,11 @@ static inline void cpu_fp_scrub(const struct cpu_cache *c, void *x)
 	*(void **)((char *)x + c->offset) = NULL;
 }
 
-/* The object index that a 32-bit offset in a slot gives, by the stride's
- * odd part's inverse and its power of two (slab.h, divinv): exact when
- * the stride divides off, and at least 2^32 / stride (more objects than
- * any slab has) when it does not. So one compare with a slab's object
- * count checks both the boundary and the range, and an offset below a
- * colour (negative, so near 2^32) fails it too, whatever the slab's size.
- * test_hardening (boundary) checks it against % and /. */
-static inline uint32_t cpu_obj_index(uint32_t off, uint32_t inv, uint32_t k)
-{
-	uint32_t y = off * inv;
-	return (y >> (k & 31)) | (y << (-k & 31));   /* ror */
-}
-
 /* Is off the offset of one of slab d's objects in its first slot (by the
- * part's copies of the cache's divinv and divk)? */
+ * part's copies of the cache's divinv and divk; slab.h's slab_obj_index)? */
 static inline bool cpu_offset_ok(const struct cpu_cache *c, const struct slab *d, uint32_t off)
 {
-	return cpu_obj_index(off, c->divinv, c->divk) < d->objects;
+	return slab_obj_index(off, c->divinv, c->divk) < d->objects;
 }
 
 /* A free pointer popped off `freelist` that is not NULL nor in x's slot:
@@ -1001,7 +988,7 @@ static inline __attribute__((always_inline)) void home_free_fast(struct slab *d,
  * word does not read as a link; then the word gets the mark. */
 static inline bool pcpu_offset_ok(const struct uslab_cache *r, const struct slab *d, uint32_t off)
 {
-	return cpu_obj_index(off, r->divinv, r->divk) < d->objects;
+	return slab_obj_index(off, r->divinv, r->divk) < d->objects;
 }
 static inline bool pcpu_mark(const struct uslab_cache *r, void *x)
 {

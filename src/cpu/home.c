@@ -943,7 +943,7 @@ void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t 
 {
 	struct uslab_cache *s = cache_root(named);
 	/* locals: the stores into objects could alias the part's fields */
-	const uint64_t dm = s->divmagic;   /* (the part's 32-bit copy covers a slot only) */
+	const uint32_t inv = s->divinv, dk = s->divk;
 	const uintptr_t key = c->fp_key;
 	const unsigned fpoff = c->offset;
 	struct slab *d = NULL;
@@ -986,8 +986,7 @@ void home_free_bulk_fast(struct uslab_cache *named, struct cpu_cache *c, size_t 
 			span = (uintptr_t)d->objects * s->size;
 			off = (uintptr_t)x - base;
 		} else {
-			unsigned __int128 m = (unsigned __int128)dm * off;
-			if (unlikely((uint64_t)m > dm - 1)) {
+			if (unlikely(slab_obj_index((uint32_t)off, inv, dk) >= d->objects)) {   /* (off < span) */
 				bulk_free_one(named, x);   /* not on an object boundary: reported */
 				skipped++;
 				continue;
