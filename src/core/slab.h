@@ -448,7 +448,7 @@ static inline void slab_div_init(uint32_t stride, uint32_t *inv, uint32_t *k)
 /* The object index that a 32-bit offset from a slab's first object gives,
  * by the stride's odd part's inverse and its power of two (divinv, divk):
  * exact when the stride divides off, and at least 2^32 / stride (more
- * objects than any slab has: a slab is at most a segment) when it does
+ * objects than any slab has: its span is under 4 GiB) when it does
  * not. So one compare with a slab's object count checks both the boundary
  * and the range, and an offset below the first object (negative, so near
  * 2^32) fails it too. test_hardening (boundary) checks it against % and /. */
