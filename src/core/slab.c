@@ -525,7 +525,7 @@ static unsigned take_listed(struct uslab_cache *s, struct cpu_cache *c, struct s
 		uintptr_t mask = fp_mask(s, where);
 		void *next = (void *)((uintptr_t)*where ^ mask);
 		uintptr_t off = (uintptr_t)next - first;
-		if (unlikely(next && !(!(off >> 32) && slab_obj_index((uint32_t)off, inv, dk) < objects)))
+		if (unlikely(next && !slab_off_ok_by(off, inv, dk, objects)))
 			slab_bad_freelist(s, p, next);
 		*where = (void *)((uintptr_t)word ^ mask);   /* its line is ours now: see FP_TAKEN */
 		*--top = p;

@@ -459,10 +459,14 @@ static inline uint32_t slab_obj_index(uint32_t off, uint32_t inv, uint32_t k)
 }
 
 /* Is `off` (from a slab's first object, a pointer difference) the offset
- * of one of its `objects` objects? */
+ * of one of its `objects` objects, by a stride's inv and k? */
+static inline bool slab_off_ok_by(uintptr_t off, uint32_t inv, uint32_t k, unsigned objects)
+{
+	return !(off >> 32) && slab_obj_index((uint32_t)off, inv, k) < objects;
+}
 static inline bool slab_off_ok(const struct uslab_cache *s, uintptr_t off, unsigned objects)
 {
-	return !(off >> 32) && slab_obj_index((uint32_t)off, s->divinv, s->divk) < objects;
+	return slab_off_ok_by(off, s->divinv, s->divk, objects);
 }
 
 /* Is x the start of an object of this slab? */
