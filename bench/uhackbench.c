@@ -3,7 +3,7 @@
  * allocated object, so that the allocator's cross-thread traffic is what is
  * measured, as in the SLUB threads under reference/.
  *
- *   uhackbench [--mode cache|malloc] [--transport pipe|ring] [--size BYTES] GROUPS [LOOPS]
+ *   uhackbench [--mode cache|malloc] [--transport pipe|ring] [--size BYTES] [--rx-spin N] GROUPS [LOOPS]
  *
  * Transport. "pipe" is hackbench's own: one write(2) and one read(2) per
  * message, so kernel pipe code takes most of the time and the allocator's
@@ -108,6 +108,16 @@ struct receiver {
 };
 
 static int use_ring = 1;
+
+/* --rx-spin N: N turns of an empty loop after each free in the receivers, an
+ * experiment's knob (bench/results/2026-11-27-uhackbench-receiver-work.md):
+ * how the run's time answers to the receivers' speed alone. 0 by default. */
+static unsigned long rx_spin;
+static inline void spin(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		__asm__ volatile("" ::: "memory");   /* (kept: one turn a cycle or so) */
+}
 
 /* --sample-live: a count each sender or receiver writes alone (relaxed:
  * the sampler only needs each count's own latest value, not an order
@@ -278,6 +288,7 @@ static void *receiver(void *arg)
 			for (unsigned i = 0; i < n; i++) {
 				msg_check(batch[i]);
 				msg_free(batch[i]);
+				spin(rx_spin);
 				live_add(r->freed);
 			}
 			k += n;
@@ -297,6 +308,7 @@ static void *receiver(void *arg)
 		}
 		msg_check(m);
 		msg_free(m);
+		spin(rx_spin);
 		live_add(r->freed);
 	}
 	return NULL;
@@ -317,7 +329,7 @@ static unsigned long parse_ulong(const char *what, const char *s)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: uhackbench [--mode cache|malloc] [--transport ring|pipe] [--size BYTES] GROUPS [LOOPS]\n"
+		"usage: uhackbench [--mode cache|malloc] [--transport ring|pipe] [--size BYTES] [--rx-spin N] GROUPS [LOOPS]\n"
 		"  GROUPS groups of %d sender and %d receiver threads, one channel per receiver;\n"
 		"  each sender sends LOOPS (default %d) rounds of one allocated message to\n"
 		"  every receiver of its group; receivers check and free them.\n"
@@ -327,7 +339,9 @@ static void usage(FILE *f)
 		"  --transport pipe  a pipe per receiver, one syscall per message (hackbench's)\n"
 		"  --size BYTES   message size (default %d, as hackbench)\n"
 		"  --sample-live  also report the most messages live at once (PeakLive;\n"
-		"                 a sampler thread, every millisecond)\n",
+		"                 a sampler thread, every millisecond)\n"
+		"  --rx-spin N    N turns of an empty loop after each free in the receivers\n"
+		"                 (an experiment: the run's answer to slower receivers)\n",
 		NUM_FDS, NUM_FDS, DEFAULT_LOOPS, DEFAULT_SIZE);
 }
 
@@ -371,6 +385,14 @@ int main(int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--sample-live")) {
 			sample_live = 1;
+		} else if (!strcmp(a, "--rx-spin") && i + 1 < argc) {
+			char *end;
+			errno = 0;
+			rx_spin = strtoul(argv[++i], &end, 10);
+			if (errno || end == argv[i] || *end || argv[i][0] == '-') {
+				fprintf(stderr, "uhackbench: --rx-spin takes a count, not '%s'\n", argv[i]);
+				return 2;
+			}
 		} else if (!strcmp(a, "--size") && i + 1 < argc) {
 			msg_size = parse_ulong("--size", argv[++i]);
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
