@@ -314,13 +314,15 @@ static void *receiver(void *arg)
 	return NULL;
 }
 
-static unsigned long parse_ulong(const char *what, const char *s)
+/* A decimal count of at least min (0 or 1); anything else exits 2. */
+static unsigned long parse_ulong(const char *what, const char *s, unsigned long min)
 {
 	char *end;
 	errno = 0;
 	unsigned long v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v == 0) {
-		fprintf(stderr, "uhackbench: %s must be a positive integer, not '%s'\n", what, s);
+	if (errno || end == s || *end || s[0] == '-' || v < min) {
+		fprintf(stderr, "uhackbench: %s must be a %s integer, not '%s'\n", what,
+			min ? "positive" : "non-negative", s);
 		exit(2);
 	}
 	return v;
@@ -386,15 +388,9 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--sample-live")) {
 			sample_live = 1;
 		} else if (!strcmp(a, "--rx-spin") && i + 1 < argc) {
-			char *end;
-			errno = 0;
-			rx_spin = strtoul(argv[++i], &end, 10);
-			if (errno || end == argv[i] || *end || argv[i][0] == '-') {
-				fprintf(stderr, "uhackbench: --rx-spin takes a count, not '%s'\n", argv[i]);
-				return 2;
-			}
+			rx_spin = parse_ulong("--rx-spin", argv[++i], 0);
 		} else if (!strcmp(a, "--size") && i + 1 < argc) {
-			msg_size = parse_ulong("--size", argv[++i]);
+			msg_size = parse_ulong("--size", argv[++i], 1);
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
 			return 0;
@@ -402,9 +398,9 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		} else if (npos++ == 0) {
-			groups = parse_ulong("GROUPS", a);
+			groups = parse_ulong("GROUPS", a, 1);
 		} else {
-			loops = parse_ulong("LOOPS", a);
+			loops = parse_ulong("LOOPS", a, 1);
 		}
 	}
 	if (!groups) {
